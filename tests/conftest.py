@@ -1,0 +1,67 @@
+"""Shared fixtures: a Params object whose every output path lives in a temporary folder."""
+
+from pathlib import Path
+
+import pytest
+
+from lead.config import Params, TinySpec, load_params
+from lead.proxy import generate_problems, warmstart_traces
+from lead.tiny_model import build_model, train_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tmp_params(tmp_path: Path, **sections) -> Params:
+    """The shipped params.yaml with outputs redirected under ``tmp_path`` and ``sections`` merged in."""
+    params = load_params(ROOT / "params.yaml")
+    data = params.model_dump(by_alias=True)
+    data["paths"] = {
+        "raw": str(ROOT / "data/raw"),
+        "curated": str(tmp_path / "curated"),
+        "models": str(tmp_path / "models"),
+        "reports": str(tmp_path / "reports"),
+    }
+    data["tracking"]["uri"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for name, values in sections.items():
+        _merge(data[name], values)
+    return Params.model_validate(data)
+
+
+def _merge(into: dict, values: dict) -> None:
+    for key, value in values.items():
+        if isinstance(value, dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+TINY = {
+    "tiny": {"hidden_size": 64, "num_layers": 1, "num_heads": 2, "num_kv_heads": 2, "intermediate_size": 128}
+}
+
+
+@pytest.fixture
+def small_params(tmp_path) -> Params:
+    """Seconds-sized settings: a 1-layer model, 64 warm-start traces, a small proxy pool."""
+    return tmp_params(
+        tmp_path,
+        model=TINY,
+        curate={"proxy": {"train_problems": 60, "test_per_level": 4, "max_ops": 3}},
+        warmstart={"examples": 64, "batch_size": 16, "report": {"problems_per_level": 2, "samples": 4}},
+    )
+
+
+SUFFIX = "\nLet's think step by step and put the final answer within \\boxed{}."
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """An untrained 1-layer tiny model + tokenizer saved in HF format, and the problems of its corpus."""
+    problems = generate_problems(300, split="train", seed=0)
+    corpus = [p.question + SUFFIX + "\n" + t for p, t in warmstart_traces(problems, per_problem=1, seed=0)]
+    tokenizer = train_tokenizer(corpus, vocab_size=400)
+    model = build_model(TinySpec(hidden_size=64, num_layers=1, num_heads=2, num_kv_heads=2), tokenizer)
+    path = tmp_path_factory.mktemp("tiny")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path, problems

@@ -1,0 +1,103 @@
+"""params.yaml validation: the shipped file is valid, and every bad file stops with one precise message."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lead.config import Params, ParamsError, apply_overrides, load_params
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_shipped_params_are_valid_and_complete():
+    params = load_params(ROOT / "params.yaml")
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    # Every section of the model is written out in the shipped file (it is the one place people edit).
+    assert set(data) == {f.alias or name for name, f in Params.model_fields.items()}
+    assert params.train.batch_size % params.train.num_generations == 0
+
+
+# (what is wrong, the yaml, fragments the message must contain: key, value, what is allowed)
+BAD = [
+    (
+        "unknown section",
+        "trian: {max_steps: 3}",
+        ["unknown key 'trian'", "did you mean 'train'", "allowed keys"],
+    ),
+    ("unknown key", "train: {lerning_rate: 0.1}", ["train.lerning_rate", "learning_rate"]),
+    ("wrong type", "train: {max_steps: ten}", ["train.max_steps", "'ten'", "valid integer"]),
+    ("out of range", "train: {learning_rate: -1}", ["train.learning_rate", "-1", "greater than 0"]),
+    (
+        "probability > 1",
+        "warmstart: {verbosity: {slip: 1.5}}",
+        ["warmstart.verbosity.slip", "1.5", "less than"],
+    ),
+    ("bad choice", "train: {preset: fast}", ["train.preset", "'fast'", "'faithful', 'paper' or 'improved'"]),
+    ("unknown benchmark", "evaluate: {benchmarks: [aime]}", ["evaluate.benchmarks.0", "'aime'", "'aime24'"]),
+    (
+        "group does not divide the batch",
+        "train: {num_generations: 6, batch_size: 64}",
+        ["train.num_generations = 6", "must divide batch_size (64)"],
+    ),
+    (
+        "kv heads",
+        "model: {tiny: {num_heads: 4, num_kv_heads: 3}}",
+        ["model.tiny.num_kv_heads = 3", "num_heads (4)"],
+    ),
+    ("head_dim too small for vLLM", "model: {tiny: {head_dim: 16}}", ["model.tiny.head_dim", "16", "32"]),
+    (
+        "empty band",
+        "calibrate: {min_pass_rate: 0.8, max_pass_rate: 0.2}",
+        ["calibrate.min_pass_rate = 0.8", "< max"],
+    ),
+    ("levels", "curate: {proxy: {min_ops: 5, max_ops: 2}}", ["curate.proxy.min_ops = 5", "<= max_ops (2)"]),
+    ("section is a scalar", "train: 3", ["train", "3", "valid dictionary"]),
+    ("top level is a list", "- a\n- b", ["top level must be a mapping"]),
+    ("not yaml", "train: {max_steps: [1,", ["not valid YAML"]),
+]
+
+
+@pytest.mark.parametrize(("what", "text", "fragments"), BAD, ids=[b[0] for b in BAD])
+def test_bad_params_stop_with_a_precise_message(tmp_path, what, text, fragments):
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    with pytest.raises(ParamsError) as info:
+        load_params(path)
+    message = str(info.value)
+    assert str(path) in message
+    for fragment in fragments:
+        assert fragment in message, f"{what}: {fragment!r} not in {message!r}"
+
+
+def test_every_error_is_reported_at_once(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("train: {max_steps: 0, temperature: -1}\nevaluate: {samples: 0}")
+    with pytest.raises(ParamsError) as info:
+        load_params(path)
+    message = str(info.value)
+    assert len(message.splitlines()) == 3
+    assert all(k in message for k in ("train.max_steps", "train.temperature", "evaluate.samples"))
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ParamsError, match="no such params file"):
+        load_params(tmp_path / "nope.yaml")
+
+
+def test_overrides_parse_values_as_yaml_and_are_validated(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("train: {max_steps: 5}")
+    params = load_params(path, ["train.max_steps=7", "evaluate.benchmarks=[proxy, aime24]"])
+    assert params.train.max_steps == 7
+    assert params.evaluate.benchmarks == ["proxy", "aime24"]
+    with pytest.raises(ParamsError, match=r"train\.max_steps = 'x'"):
+        load_params(path, ["train.max_steps=x"])
+    with pytest.raises(ParamsError, match="expected KEY=VALUE"):
+        apply_overrides({}, ["train.max_steps"])
+
+
+def test_register_section_keeps_its_yaml_name():
+    params = Params.model_validate({"register": {"model_name": "m"}})
+    assert params.register_.model_name == "m"
+    assert params.model_dump(by_alias=True)["register"]["model_name"] == "m"

@@ -1,0 +1,349 @@
+"""Unit tests of lead.rewards: hand-worked tables, hypothesis properties, the repetition detector."""
+
+from __future__ import annotations
+
+import doctest
+import itertools
+import math
+import random
+import statistics
+import time
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lead.rewards
+from lead.rewards import Outcome, classify_outcome, is_degenerate, lead_rewards
+
+E_005 = 1.0512710963760241  # exp(+0.05): correct answer one sigma shorter than the mean
+E_M005 = 0.951229424500714  # exp(-0.05): one sigma longer
+RTOL = 1e-6  # z uses sigma + 1e-6, so hand values (with plain sigma) agree to ~1e-8 relative
+
+OUTCOME_VALUES = [o.value for o in Outcome]
+CONSTANTS = {"correct": 1.0, "wrong": -1.0, "unfinished": 0.0, "degenerate": -2.0}
+
+# Enough examples to find edge cases, few enough to keep the unit suite well under 10 s.
+FAST = settings(deadline=None, max_examples=50)
+
+
+# --------------------------------------------------------------------------------------------------
+# A straightforward per-group loop, written independently of the vectorized implementation.
+# --------------------------------------------------------------------------------------------------
+def loop_rewards(outcomes, lengths, group_size, alpha=0.05, length_gate=None, **constants):
+    values = {**CONSTANTS, **constants}
+    out = []
+    for start in range(0, len(outcomes), group_size):
+        group_o = [Outcome(o).value for o in outcomes[start : start + group_size]]
+        group_l = [float(x) for x in lengths[start : start + group_size]]
+        correct_l = [x for o, x in zip(group_o, group_l, strict=True) if o == "correct"]
+        mu = statistics.fmean(correct_l) if correct_l else 0.0
+        sigma = statistics.stdev(correct_l) if len(correct_l) >= 2 else 1.0
+        shortest = sorted(group_l)[:3]
+        shape = alpha != 0 and (length_gate is None or sum(shortest) / len(shortest) > length_gate)
+        for o, x in zip(group_o, group_l, strict=True):
+            if o == "correct" and shape:
+                out.append(values["correct"] * math.exp(-alpha * (x - mu) / (sigma + 1e-6)))
+            else:
+                out.append(values[o])
+    return np.array(out)
+
+
+@st.composite
+def groups(draw, max_group_size=8, max_groups=5, outcomes=tuple(OUTCOME_VALUES)):
+    g = draw(st.integers(1, max_group_size))
+    n = g * draw(st.integers(1, max_groups))
+    outs = draw(st.lists(st.sampled_from(outcomes), min_size=n, max_size=n))
+    lens = draw(st.lists(st.integers(1, 20_000), min_size=n, max_size=n))
+    return outs, lens, g
+
+
+# --------------------------------------------------------------------------------------------------
+# lead_rewards: hand-worked cases
+# --------------------------------------------------------------------------------------------------
+def test_hand_worked_two_groups():
+    outcomes = ["correct", "correct", "correct", "wrong", "unfinished", "degenerate", "correct", "wrong"]
+    lengths = [100, 200, 300, 50, 8000, 8000, 500, 30]
+    # Group 1: correct lengths 100, 200, 300 -> mu = 200, sample sigma = sqrt((100^2 + 0 + 100^2) / 2) = 100
+    #   z = -1, 0, +1 -> exp(0.05) = 1.051271, exp(0) = 1, exp(-0.05) = 0.951229; the wrong one gets -1.
+    # Group 2: one correct -> sigma := 1, mu = 500, z = 0 -> 1.0; unfinished 0, degenerate -2, wrong -1.
+    expected = [E_005, 1.0, E_M005, -1.0, 0.0, -2.0, 1.0, -1.0]
+    np.testing.assert_allclose(lead_rewards(outcomes, lengths, 4), expected, rtol=RTOL)
+
+
+def test_result_is_float64_array():
+    r = lead_rewards(["correct", "wrong"], [10, 20], 2)
+    assert isinstance(r, np.ndarray) and r.dtype == np.float64 and r.shape == (2,)
+    assert lead_rewards([], [], 4).shape == (0,)
+
+
+def test_enum_and_string_inputs_agree():
+    lengths = [100, 200, 300, 50]
+    as_str = lead_rewards(["correct", "correct", "correct", "wrong"], lengths, 4)
+    as_enum = lead_rewards([Outcome.CORRECT] * 3 + [Outcome.WRONG], lengths, 4)
+    np.testing.assert_array_equal(as_str, as_enum)
+
+
+def test_alpha_zero_gives_exactly_correct():
+    r = lead_rewards(["correct", "correct", "wrong"], [10, 5000, 7], 3, alpha=0.0, correct=1.0)
+    assert r.tolist() == [1.0, 1.0, -1.0]
+
+
+def test_correct_scales_the_shaped_reward():
+    # Decision: shaped reward = correct * exp(-alpha z).
+    # Lengths 100/300: mu 200, sigma 141.42, z = -/+1/sqrt(2).
+    r = lead_rewards(["correct", "correct"], [100, 300], 2, correct=2.0)
+    z = 100 / math.sqrt(20_000)
+    np.testing.assert_allclose(r, [2 * math.exp(0.05 * z), 2 * math.exp(-0.05 * z)], rtol=RTOL)
+
+
+def test_custom_penalty_constants():
+    r = lead_rewards(
+        ["wrong", "unfinished", "degenerate"], [1, 2, 3], 3, wrong=-0.5, unfinished=-1, degenerate=-1.5
+    )
+    assert r.tolist() == [-0.5, -1.0, -1.5]
+
+
+def test_single_correct_of_average_length_and_equal_lengths_are_unshaped():
+    # Equal correct lengths: sigma = 0, z = 0 / (0 + 1e-6) = 0 -> exactly 1.
+    assert lead_rewards(["correct"] * 3, [700, 700, 700], 3).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_length_gate():
+    outcomes = ["correct", "correct", "correct", "wrong"] * 3
+    lengths = [5000, 6000, 7000, 4500, 5000, 6000, 7000, 100, 5000, 3000, 4000, 9000]
+    # Group 1: 3 shortest (any outcome) 4500, 5000, 6000 -> mean 5166.7 > 4000 -> shaped.
+    #   correct 5000/6000/7000: mu 6000, sigma 1000, z = -1, 0, 1.
+    # Group 2: the short *wrong* answer counts: 100, 5000, 6000 -> mean 3700 <= 4000 -> unshaped.
+    # Group 3: correct 5000/3000/4000, 3 shortest 3000, 4000, 5000 -> mean exactly 4000 -> not > 4000.
+    expected = [E_005, 1.0, E_M005, -1.0, 1.0, 1.0, 1.0, -1.0, 1.0, 1.0, 1.0, -1.0]
+    np.testing.assert_allclose(lead_rewards(outcomes, lengths, 4, length_gate=4000), expected, rtol=RTOL)
+    # Gate off (None): group 2 and 3 are shaped too.
+    ungated = lead_rewards(outcomes, lengths, 4)
+    assert ungated[4] > 1.0 > ungated[6]
+
+
+def test_length_gate_with_groups_smaller_than_three():
+    # Fewer than 3 completions: the mean of all of them is used.
+    assert lead_rewards(["correct", "correct"], [10, 30], 2, length_gate=100).tolist() == [1.0, 1.0]
+    assert lead_rewards(["correct", "correct"], [200, 300], 2, length_gate=100)[0] > 1.0
+
+
+# --------------------------------------------------------------------------------------------------
+# lead_rewards: properties
+# --------------------------------------------------------------------------------------------------
+@FAST
+@given(groups(), st.floats(0.001, 1.0))
+def test_correct_rewards_strictly_decrease_with_length(data, alpha):
+    outcomes, lengths, g = data
+    r = lead_rewards(outcomes, lengths, g, alpha=alpha)
+    for start in range(0, len(outcomes), g):
+        idx = [i for i in range(start, start + g) if outcomes[i] == "correct"]
+        for i in idx:
+            for j in idx:
+                if lengths[i] < lengths[j]:
+                    assert r[i] > r[j]
+                elif lengths[i] == lengths[j]:
+                    assert r[i] == r[j]
+
+
+@FAST
+@given(groups(), st.floats(0.0, 1.0), st.sampled_from([None, 0, 4000, 10_000]))
+def test_every_non_correct_scores_below_every_correct(data, alpha, gate):
+    outcomes, lengths, g = data
+    r = lead_rewards(outcomes, lengths, g, alpha=alpha, length_gate=gate)
+    for start in range(0, len(outcomes), g):
+        group = range(start, start + g)
+        correct = [r[i] for i in group if outcomes[i] == "correct"]
+        others = [r[i] for i in group if outcomes[i] != "correct"]
+        if correct and others:
+            assert max(others) < min(correct)
+        assert all(r[i] == -1.0 for i in group if outcomes[i] == "wrong")
+
+
+@FAST
+@given(groups(), st.floats(0.0, 1.0), st.sampled_from([None, 0, 4000, 10_000]), st.floats(0.5, 3.0))
+def test_vectorized_matches_loop_reference(data, alpha, gate, correct):
+    outcomes, lengths, g = data
+    got = lead_rewards(outcomes, lengths, g, alpha=alpha, length_gate=gate, correct=correct)
+    want = loop_rewards(outcomes, lengths, g, alpha=alpha, length_gate=gate, correct=correct)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@settings(deadline=None, max_examples=25)
+@given(groups())
+def test_torch_numpy_and_list_inputs_agree(data):
+    outcomes, lengths, g = data
+    from_list = lead_rewards(outcomes, lengths, g)
+    from_numpy = lead_rewards(np.array(outcomes), np.array(lengths), g)
+    from_torch = lead_rewards(outcomes, torch.tensor(lengths), g)
+    np.testing.assert_array_equal(from_list, from_numpy)
+    np.testing.assert_array_equal(from_list, from_torch)
+
+
+# --------------------------------------------------------------------------------------------------
+# lead_rewards: bad input
+# --------------------------------------------------------------------------------------------------
+def test_mismatched_lengths_raise():
+    with pytest.raises(ValueError, match="3 items but lengths has 2"):
+        lead_rewards(["correct", "wrong", "wrong"], [1, 2], 3)
+
+
+def test_non_divisible_size_raises():
+    with pytest.raises(ValueError, match="not divisible by group_size=4"):
+        lead_rewards(["correct"] * 6, [1] * 6, 4)
+
+
+@pytest.mark.parametrize("group_size", [0, -2, 1.5, True])
+def test_bad_group_size_raises(group_size):
+    with pytest.raises(ValueError, match="group_size"):
+        lead_rewards(["correct"] * 2, [1, 2], group_size)
+
+
+def test_unknown_outcome_raises_with_value_and_allowed():
+    with pytest.raises(ValueError, match=r"unknown outcome 'timeout'.*'correct', 'wrong', 'unfinished'"):
+        lead_rewards(["correct", "timeout"], [1, 2], 2)
+
+
+@pytest.mark.parametrize("lengths", [[1.0, -3.0], [1.0, float("nan")], [[1.0, 2.0]]])
+def test_bad_lengths_raise(lengths):
+    n = len(lengths) if not isinstance(lengths[0], list) else 2
+    with pytest.raises(ValueError):
+        lead_rewards(["correct"] * n, lengths, 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# is_degenerate
+# --------------------------------------------------------------------------------------------------
+def reference_aligned_count(text, max_ngram=30):
+    """Straight port of the reference code's chunked scan: best consecutive run of equal chunks."""
+    words = text.split()
+    best = 0
+    for n in range(1, max_ngram + 1):
+        segments = [tuple(words[i : i + n]) for i in range(0, len(words) - n + 1, n)]
+        count = 1
+        for a, b in itertools.pairwise(segments):
+            count = count + 1 if a == b else 1
+            best = max(best, count)
+    return best
+
+
+def brute_force_any_offset(text, max_ngram=30, min_repeats=10):
+    """By definition: some n-gram at some offset followed by min_repeats - 1 identical copies."""
+    words = text.split()
+    for n in range(1, max_ngram + 1):
+        for i in range(len(words) - n * min_repeats + 1):
+            gram = words[i : i + n]
+            if all(words[i + j * n : i + (j + 1) * n] == gram for j in range(1, min_repeats)):
+                return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("wait " * 10, True),
+        ("wait " * 9, False),
+        ("a b c " * 10, True),
+        ("a b c " * 9, False),
+        ("Hmm, so " + "let me check again. " * 10 + "Done.", True),  # any offset, surrounded by text
+        ("Hmm, so " + "let me check again. " * 9 + "Done.", False),
+        ((" ".join(f"w{i}" for i in range(30)) + " ") * 10, True),  # a 30-gram is the longest checked
+        ((" ".join(f"w{i}" for i in range(30)) + " ") * 9, False),
+        ((" ".join(f"w{i}" for i in range(31)) + " ") * 10, False),  # a 31-gram is not
+        ("x" * 120, True),
+        ("x" * 119, False),
+        ("see " + "=" * 150 + " above", True),
+        ("", False),
+        ("The sum of the roots is 3, so the answer is \\boxed{3}.", False),
+        ("1 1 1 1 1 1 1 1 1 2 1", False),  # nine ones, not ten
+    ],
+)
+def test_is_degenerate_table(text, expected):
+    assert is_degenerate(text) is expected
+
+
+def test_is_degenerate_parameters():
+    assert is_degenerate("a b " * 3, min_repeats=3)
+    assert not is_degenerate("a b " * 10, max_ngram=1)
+    assert is_degenerate("abcdef", max_word_chars=6)
+
+
+def test_aligned_mode_reproduces_reference_chunking():
+    # One prefix word shifts the loop off the 3-word chunk grid: the reference counts only 9 copies.
+    text = "so " + "a b c " * 10
+    assert is_degenerate(text)
+    assert not is_degenerate(text, aligned=True)
+    assert reference_aligned_count(text) == 9
+    assert is_degenerate("a b c " * 10, aligned=True)
+
+
+@FAST
+@given(
+    st.lists(st.sampled_from(["a", "b", "c"]), max_size=60),
+    st.integers(2, 5),
+    st.integers(1, 6),
+)
+def test_detector_matches_definitions(words, min_repeats, max_ngram):
+    text = " ".join(words)
+    want = brute_force_any_offset(text, max_ngram, min_repeats)
+    assert is_degenerate(text, max_ngram=max_ngram, min_repeats=min_repeats) is want
+    want_aligned = reference_aligned_count(text, max_ngram) >= min_repeats
+    assert is_degenerate(text, max_ngram=max_ngram, min_repeats=min_repeats, aligned=True) is want_aligned
+
+
+def test_detector_is_fast_on_long_text():
+    rng = random.Random(0)
+    vocab = [f"tok{i}" for i in range(2000)] + ["the", "so", "=", "+", "x"]
+    normal = " ".join(rng.choice(vocab) for _ in range(40_000))
+    assert len(normal) > 200_000
+    loop = normal + " " + "then we get x = 2 and " * 1000
+    start = time.perf_counter()
+    assert not is_degenerate(normal)
+    assert not is_degenerate(normal, aligned=True)
+    assert is_degenerate(loop)
+    assert time.perf_counter() - start < 2.0
+
+
+# --------------------------------------------------------------------------------------------------
+# classify_outcome
+# --------------------------------------------------------------------------------------------------
+LOOP = "<think> hmm " + "wait, " * 20
+CUT = "<think> Let me compute 17 * 23 first"
+DONE = "<think> 17 * 23 = 391 </think> The answer is 391."
+
+
+@pytest.mark.parametrize(
+    ("completion", "is_correct", "kwargs", "expected"),
+    [
+        (DONE, True, {}, Outcome.CORRECT),
+        (DONE, False, {}, Outcome.WRONG),
+        (DONE, None, {}, Outcome.WRONG),  # spec table: missing answer is wrong
+        (CUT, True, {}, Outcome.UNFINISHED),  # no </think>: never correct under the faithful rule
+        (CUT, False, {}, Outcome.UNFINISHED),
+        (LOOP, None, {}, Outcome.DEGENERATE),
+        (LOOP + " </think> 5", False, {}, Outcome.WRONG),  # finished: the loop is not penalized
+        (CUT, True, {"require_think_close": False}, Outcome.CORRECT),
+        (CUT, False, {"require_think_close": False}, Outcome.WRONG),
+        (DONE, True, {"truncated": True}, Outcome.UNFINISHED),  # hit the limit: never graded
+        (LOOP + " </think>", True, {"truncated": True}, Outcome.DEGENERATE),
+        (DONE, None, {"no_answer_as_unfinished": True}, Outcome.UNFINISHED),  # reference-code behaviour
+        (LOOP + " </think>", None, {"no_answer_as_unfinished": True}, Outcome.DEGENERATE),
+        (DONE, False, {"no_answer_as_unfinished": True}, Outcome.WRONG),
+    ],
+)
+def test_classify_outcome_table(completion, is_correct, kwargs, expected):
+    assert classify_outcome(completion, is_correct, **kwargs) is expected
+
+
+def test_outcome_enum_is_string_valued():
+    assert Outcome("degenerate") is Outcome.DEGENERATE
+    assert [o.value for o in Outcome] == ["correct", "wrong", "unfinished", "degenerate"]
+    with pytest.raises(ValueError):
+        Outcome("timeout")
+
+
+def test_docstring_examples():
+    assert doctest.testmod(lead.rewards).failed == 0
