@@ -50,12 +50,27 @@ def params(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
 
 
 @app.command()
-def curate(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
+def curate(
+    path: ParamsOpt = DEFAULT_PARAMS,
+    overrides: SetOpt = None,
+    recipe: Annotated[
+        Path | None,
+        typer.Option(
+            help="Params sections to apply before --set, e.g. recipes/curate-real.yaml (shipped data)."
+        ),
+    ] = None,
+) -> None:
     """Build the curated training pool and test split (embedded default: the proxy task)."""
     from lead.stages import curate as stage
 
-    summary = stage.run(_params(path, overrides))
-    console.print(f"curated: {summary['train']} training problems, {summary['test']} test problems")
+    cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
+    summary = stage.run(cfg)
+    removed = sum(summary["removed"].values())
+    hits = ", ".join(f"{name} {n}" for name, n in summary["contamination"].items()) or "none checked"
+    console.print(
+        f"curated: {summary['train']} training problems, {summary['test']} test problems; {removed} rows left out"
+        f" (contamination hits: {hits}); report: {cfg.paths.reports / 'curate' / 'report.md'}"
+    )
 
 
 @app.command()
@@ -107,7 +122,105 @@ def warmstart(
         console.print(f"warm start disabled: later stages start from {summary['model']}")
 
 
-STAGES = ("curate", "warmstart")
+@app.command()
+def calibrate(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
+    """Pass rate of every training problem under the current model (cached: reruns sample only what is new)."""
+    from lead.stages import calibrate as stage
+
+    s = stage.run(_params(path, overrides))
+    table = Table(title=f"calibration: {s['problems']} problems x {s['samples_per_problem']} samples")
+    table.add_column("band (pass rate)")
+    table.add_column("problems", justify="right")
+    for band, n in s["bands"].items():
+        table.add_row(band, str(n))
+    console.print(table)
+    console.print(
+        f"kept {s['kept']} ({s['keep_rule']}); sampled {s['sampled_problems']}, reused {s['cached_problems']} "
+        f"from the cache; {s['seconds']} s"
+    )
+
+
+@app.command()
+def train(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
+    """GRPO-LEAD reinforcement learning (TRL GRPOTrainer + LEAD rewards and advantages); resumes a killed run."""
+    from lead.stages import train as stage
+
+    cfg = _params(path, overrides)
+    summary = stage.run(cfg)
+    resumed = f" (resumed from {summary['resumed_from']})" if summary["resumed_from"] else ""
+    console.print(
+        f"train: {summary['steps']} steps{resumed} in {summary['seconds']} s, reward {summary['first_reward']}"
+        f" → {summary['last_reward']}; MLflow run {summary['mlflow_run_id']} → {stage.model_dir(cfg)}"
+    )
+
+
+def _recipe_overrides(recipe: Path | None) -> list[str]:
+    """A recipe file (a YAML fragment of params sections) as ``key=value`` overrides, applied before --set."""
+    import json
+
+    import yaml
+
+    from lead.tracking import flatten
+
+    if recipe is None:
+        return []
+    try:
+        data = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        console.print(f"[bold red]error:[/] recipe {recipe}: {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    if not isinstance(data, dict):
+        console.print(
+            f"[bold red]error:[/] recipe {recipe}: expected a mapping of params sections", highlight=False
+        )
+        raise typer.Exit(2)
+    # JSON is valid YAML: every value comes back exactly as written (lists, null, quoted strings).
+    return [f"{key}={json.dumps(value)}" for key, value in flatten(data).items()]
+
+
+@app.command()
+def evaluate(
+    path: ParamsOpt = DEFAULT_PARAMS,
+    overrides: SetOpt = None,
+    recipe: Annotated[
+        Path | None,
+        typer.Option(
+            help="Params sections to apply before --set, e.g. recipes/paper-eval.yaml (the paper's protocol)."
+        ),
+    ] = None,
+) -> None:
+    """Sample the model on the benchmarks and score it: Pass@k, Cons@n, lengths, budget sweep, difficulty bands."""
+    from rich import box
+
+    from lead.stages import evaluate as stage
+
+    cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
+    metrics = stage.run(cfg)
+    n = cfg.evaluate.samples
+    title = f"{cfg.evaluate.model}: {n} samples/problem, T={cfg.evaluate.temperature}"
+    table = Table(title=title, box=box.SIMPLE)
+    columns = {
+        "problems": "problems",
+        "pass_at_1": "Pass@1",
+        f"cons_at_{n}": f"Cons@{n}",
+        "answered": "answered",
+        "len_avg": "Len_avg",
+        "truncation_rate": "trunc.",
+        "over_context": "no room",
+    }
+    table.add_column("benchmark")
+    for header in columns.values():
+        table.add_column(header, justify="right")
+    for name in cfg.evaluate.benchmarks:
+        values = [metrics.get(f"{name}.{col}") for col in columns]
+        table.add_row(
+            name, *("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in values)
+        )
+    console.print(table)
+    console.print(f"records, metrics.json and plots → {stage.output_dir(cfg)}")
+
+
+STAGES = ("curate", "warmstart", "calibrate", "train", "evaluate")
 
 
 @app.command()

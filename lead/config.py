@@ -99,11 +99,73 @@ class ProxyParams(Section):
         return self
 
 
+class SourceSpec(Section):
+    """One entry of ``curate.sources``: where problems come from, and how many of them to take.
+
+    ``path`` is a built-in name (``proxy``, or a shipped file under ``paths.raw``: ``math_train``,
+    ``grpo_lead_stage23``, ``grpo_lead_combined27``, ``deepscaler_aime``, ``deepscaler_math``), a local
+    ``.jsonl``/``.json``/``.parquet`` file or dataset folder, or a Hugging Face dataset id (``split``/``config``
+    pick the part; downloads need ``HF_DATASETS_OFFLINE=0``). ``name`` labels the problems (``source`` column,
+    report). ``max_problems`` caps what this source keeps after filtering; ``weight`` is its share of
+    ``curate.max_train_problems``.
+    """
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    path: str = Field(min_length=1)
+    weight: float = Field(1.0, gt=0.0, le=1e6)
+    max_problems: int | None = Field(None, ge=1, le=100_000_000)
+    split: str = Field("train", min_length=1, description="hub datasets: the split to load")
+    config: str | None = Field(None, min_length=1, description="hub datasets: the configuration name")
+
+
 class CurateParams(Section):
-    """``curate``: which problems the pipeline trains and evaluates on."""
+    """``curate``: which problems the pipeline trains and evaluates on, and how they are cleaned.
+
+    ``lead.curation`` documents each step (answer normalisation, gradable-gold check, prompt length, exact and
+    near-duplicate removal, decontamination against the evaluation benchmarks, mixing).
+    """
 
     seed: int = 0
+    sources: list[SourceSpec] = Field(
+        default_factory=lambda: [SourceSpec(name="proxy", path="proxy")], min_length=1
+    )
+    max_train_problems: int | None = Field(
+        None, ge=1, le=100_000_000, description="total training pool, shared by source weight; null = all"
+    )
+    max_prompt_tokens: int = Field(1024, ge=8, le=1_000_000, description="problem + prompt suffix")
+    near_duplicate_jaccard: float = Field(
+        0.9, gt=0.0, le=1.0, description="word 5-gram Jaccard at which two problems are near-duplicates"
+    )
+    decontam_ngram: int = Field(8, ge=3, le=50, description="word n-gram length for decontamination")
+    decontam_coverage: float = Field(
+        0.5, gt=0.0, le=1.0, description="contaminated at this coverage of a benchmark problem, same answer"
+    )
+    decontam_coverage_any_answer: float = Field(
+        0.8, gt=0.0, le=1.0, description="contaminated at this coverage whatever the answer"
+    )
     proxy: ProxyParams = ProxyParams()
+
+    @model_validator(mode="after")
+    def _sources(self) -> CurateParams:
+        if self.decontam_coverage > self.decontam_coverage_any_answer:
+            raise _rule(
+                "decontam_coverage",
+                self.decontam_coverage,
+                f"must be <= decontam_coverage_any_answer ({self.decontam_coverage_any_answer})",
+            )
+        names = [s.name for s in self.sources]
+        for name in names:
+            if names.count(name) > 1:
+                raise _rule("sources", name, "source names must be unique")
+        if self.max_train_problems is None:
+            for s in self.sources:
+                if s.weight != 1.0:
+                    raise _rule(
+                        "sources",
+                        f"{s.name}.weight={s.weight}",
+                        "weights only share out curate.max_train_problems: set it, or drop the weight",
+                    )
+        return self
 
 
 _VERBOSITY = Verbosity()
@@ -164,6 +226,17 @@ class CalibrateParams(Section):
     min_pass_rate: float = Field(0.0, ge=0.0, le=1.0, description="keep problems with pass rate > this")
     max_pass_rate: float = Field(1.0, ge=0.0, le=1.0, description="keep problems with pass rate < this")
     seed: int = 0
+    backend: Literal["auto", "vllm", "transformers"] = Field(
+        "auto", description="sampling backend; auto = vLLM when it imports, else transformers"
+    )
+    chunk_size: int = Field(
+        128, ge=1, le=1_000_000, description="problems per sampling chunk; the cache is appended after each"
+    )
+    bands: list[float] = Field(
+        default_factory=lambda: [0.25, 0.5, 0.75],
+        max_length=100,
+        description="interior edges of the reported difficulty bands, strictly increasing in (0, 1)",
+    )
 
     @model_validator(mode="after")
     def _band(self) -> CalibrateParams:
@@ -171,20 +244,57 @@ class CalibrateParams(Section):
             raise _rule(
                 "min_pass_rate", self.min_pass_rate, f"must be < max_pass_rate ({self.max_pass_rate})"
             )
+        edges = self.bands
+        if any(not 0.0 < e < 1.0 for e in edges) or edges != sorted(set(edges)):
+            raise _rule("bands", edges, "edges must be strictly increasing and inside (0, 1)")
         return self
 
 
 class TrainParams(Section):
-    """``train``: GRPO-LEAD on TRL. ``batch_size`` counts completions per optimizer step."""
+    """``train``: GRPO-LEAD on TRL's GRPOTrainer. ``batch_size`` counts completions per optimizer step.
+
+    ``preset`` picks the method's variant (``lead.training.presets``): ``faithful`` = the reference code,
+    ``paper`` = the paper's text, ``improved`` = known fixes. Keys left ``null`` take the preset's value; a
+    value given here wins. ``length_reward`` (L), ``penalty`` (E) and ``reweight`` (AD) are the ablation
+    switches: all three false is plain GRPO with a 0/1 accuracy reward.
+    """
 
     preset: Literal["faithful", "paper", "improved"] = "faithful"
+    length_reward: bool = True
+    penalty: bool = True
+    reweight: bool = True
+    alpha: float = Field(0.05, ge=0.0, le=10.0, description="L: strength of the length reward exp(-alpha z)")
+    drop_uninformative: bool = True
+    # null = the preset's value
+    length_gate_tokens: int | None = Field(
+        None, ge=0, description="shape only groups longer than this; 0 = off"
+    )
+    grade_before_think_close: bool | None = None
+    truncation: Literal["unfinished", "wrong", "mask"] | None = None
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] | None = None
+    learning_rate: float | None = Field(None, gt=0.0, le=1.0)
+    entropy_coef: float | None = Field(None, ge=0.0, le=1.0)
+    epsilon_high: float | None = Field(None, ge=0.0, le=10.0)
+    # optimisation and sampling
     num_generations: int = Field(8, ge=2, le=1024, description="group size G")
     batch_size: int = Field(64, ge=2, le=1_000_000, description="completions per step; a multiple of G")
-    learning_rate: float = Field(1e-5, gt=0.0, le=1.0)
     max_steps: int = Field(100, ge=1, le=10_000_000)
+    epsilon: float = Field(0.2, ge=0.0, le=10.0, description="PPO clip range")
+    beta: float = Field(0.0, ge=0.0, le=100.0, description="KL coefficient (the paper uses none)")
+    weight_decay: float = Field(0.01, ge=0.0, le=1.0)
+    max_grad_norm: float = Field(1.0, gt=0.0, le=1e6)
     temperature: float = Field(1.0, gt=0.0, le=10.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_completion_length: int = Field(256, ge=1, le=131072)
     seed: int = 0
+    # checkpoints, logging, hardware
+    save_steps: int = Field(25, ge=1, le=10_000_000, description="checkpoint every N steps (resume point)")
+    logging_steps: int = Field(5, ge=1, le=10_000_000)
+    use_vllm: bool = False
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    trust_remote_code: bool = False
 
     @model_validator(mode="after")
     def _groups(self) -> TrainParams:
@@ -210,6 +320,26 @@ class EvaluateParams(Section):
     min_p: float = Field(0.0, ge=0.0, lt=1.0)
     max_new_tokens: int = Field(256, ge=1, le=131072)
     seed: int = 0
+    model: str = Field(
+        "warmstart",
+        min_length=1,
+        description="a name = <paths.models>/<name> (warmstart, train); a value with '/' or an existing path as is",
+    )
+    backend: Literal["auto", "vllm", "transformers"] = "auto"
+    max_problems: int | None = Field(None, ge=1, description="first N problems of each benchmark; null = all")
+    budgets: list[int] = Field(
+        default_factory=lambda: [64, 128, 256], description="token budgets the same samples are rescored at"
+    )
+
+    @model_validator(mode="after")
+    def _budgets(self) -> EvaluateParams:
+        if any(b < 1 for b in self.budgets):
+            raise _rule("budgets", self.budgets, "every budget must be a positive number of tokens")
+        if self.temperature == 0 and self.samples > 1:
+            raise _rule(
+                "samples", self.samples, "must be 1 with temperature 0 (greedy decoding repeats itself)"
+            )
+        return self
 
 
 class RegisterParams(Section):

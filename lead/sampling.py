@@ -115,16 +115,26 @@ class TransformersSampler:
 
 
 class VLLMSampler:
-    """vLLM offline engine. On CPU it runs in-process with one OpenMP thread per core it binds."""
+    """vLLM offline engine (a separate engine process; on CPU it binds its OpenMP threads to free cores)."""
 
-    def __init__(self, model_path: str | Path, *, dtype: str = "bfloat16", max_model_len: int = 2048) -> None:
-        # Set before vLLM is imported: a small KV cache (the default reserves most of RAM on CPU) and an
-        # in-process engine (no spawn: works from Prefect tasks and scripts without a __main__ guard).
+    def __init__(
+        self, model_path: str | Path, *, dtype: str = "bfloat16", max_model_len: int | None = None
+    ) -> None:
+        # max_model_len None = the model's own context (max_position_embeddings); vLLM refuses a larger one.
+        # Set before vLLM is imported: a small KV cache (the default reserves most of RAM on CPU). The engine
+        # runs in its own process (vLLM's default): in-process on CPU it pins OpenMP threads to one core and
+        # replaces torch.set_num_threads for the whole process, which made generation ~10x slower and would
+        # slow any torch work after it. The cost is ~30 s of engine start and a __main__ guard in scripts.
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
+        from vllm.platforms import current_platform
 
-        self.llm = LLM(model=str(model_path), dtype=dtype, enforce_eager=True, max_model_len=max_model_len)
+        # vLLM-CPU 0.31 crashes ("CPU Generator does not use offset") when a seeded request's prefill is split
+        # over steps (chunked prefill, e.g. 128 prompts x 8 samples): on CPU, schedule whole prefills only.
+        cpu = {"enable_chunked_prefill": False} if current_platform.is_cpu() else {}
+        self.llm = LLM(
+            model=str(model_path), dtype=dtype, enforce_eager=True, max_model_len=max_model_len, **cpu
+        )
 
     def sample(
         self, prompts: list[str], spec: SamplingSpec, progress: Progress | None = None
@@ -153,12 +163,23 @@ class VLLMSampler:
         return out
 
 
-def make_sampler(model_path: str | Path, backend: Backend = "auto", *, dtype: str = "float32") -> Sampler:
-    """The sampler for ``backend``; ``auto`` = vLLM when it imports, else transformers."""
+def make_sampler(
+    model_path: str | Path,
+    backend: Backend = "auto",
+    *,
+    dtype: str = "float32",
+    max_model_len: int | None = None,
+) -> Sampler:
+    """The sampler for ``backend``; ``auto`` = vLLM when it imports, else transformers.
+
+    ``max_model_len`` (prompt + completion tokens) sizes vLLM's engine; None = the model's own context.
+    Transformers needs no such bound.
+    """
     if backend == "auto":
         backend = "vllm" if vllm_available() else "transformers"
     if backend == "vllm":
-        return VLLMSampler(model_path, dtype="bfloat16" if dtype == "float32" else dtype)
+        dtype = "bfloat16" if dtype == "float32" else dtype
+        return VLLMSampler(model_path, dtype=dtype, max_model_len=max_model_len)
     if backend == "transformers":
         return TransformersSampler(model_path, dtype=dtype)
     raise ValueError(f"unknown sampling backend {backend!r}; allowed: auto, vllm, transformers")

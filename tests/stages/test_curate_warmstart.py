@@ -76,3 +76,110 @@ def test_external_sft_set_from_a_local_file(small_params: Params, tmp_path):
     small_params.warmstart.dataset = str(tmp_path / "missing.jsonl")
     with pytest.raises(FileNotFoundError, match="no such file"):
         warmstart.external_sft_records(small_params)
+
+
+MATH500_1411 = (
+    'Steve says to Jon, "I am thinking of a polynomial whose roots are all positive integers. The polynomial has '
+    "the form $P(x) = 2x^3-2ax^2+(a^2-81)x-c$ for some positive integers $a$ and $c$. Can you tell me the values "
+    'of $a$ and $c$?"  After some calculations, Jon says, "There is more than one such polynomial."  Steve says, '
+    '"You\'re right. Here is the value of $a$." He writes down a positive integer and asks, "Can you tell me the '
+    'value of $c$?"  Jon says, "There are still two possible values of $c$."  Find the sum of the two possible '
+    "values of $c$."
+)
+
+
+@pytest.mark.slow  # three curate runs, each an MLflow run (a fresh sqlite store takes seconds to create)
+def test_curate_local_source_quarantine_report_and_determinism(small_params: Params, tmp_path):
+    import mlflow
+    from datasets import Dataset
+
+    from lead.config import SourceSpec
+    from lead.sources import SourceError
+    from lead.stages import curate
+    from lead.tracking import tracking_uri
+
+    local = tmp_path / "mine.jsonl"
+    lines = [
+        json.dumps({"id": "a", "problem": "How many primes are below 20?", "answer": "8", "difficulty": 2.0}),
+        '{"id": "b", "problem": "truncated',
+        json.dumps({"id": "c", "problem": "What is 2+2?", "answer": ""}),
+        json.dumps({"id": "a", "problem": "What is 3+3?", "answer": "6"}),
+        json.dumps({"id": "d", "problem": MATH500_1411, "answer": "440"}),
+        json.dumps({"id": "e", "question": "What is $\\sqrt{49}$?", "solution": "It is \\boxed{7}."}),
+    ]
+    local.write_text("\n".join(lines) + "\n")
+    small_params.curate.sources = [
+        SourceSpec(name="proxy", path="proxy"),
+        SourceSpec(name="mine", path=str(local)),
+    ]
+
+    summary = curate.run(small_params)
+    root, reports = small_params.paths.curated, small_params.paths.reports / "curate"
+    train = Dataset.from_parquet(str(root / "train.parquet"))
+    test = Dataset.from_parquet(str(root / "test.parquet"))
+    assert (len(train), len(test)) == (62, 12)  # 60 proxy + mine-a, mine-e; the proxy test split
+    assert train.column_names == [
+        "id",
+        "problem",
+        "answer",
+        "source",
+        "split",
+        "level",
+        "difficulty",
+        "solution",
+    ]
+    mine = {r["id"]: r for r in train if r["source"] == "mine"}
+    assert mine["mine-a"]["difficulty"] == 2.0 and mine["mine-e"]["difficulty"] is None
+    assert mine["mine-e"]["answer"] == "7" and mine["mine-e"]["solution"] == "It is \\boxed{7}."
+    quarantine = [json.loads(line) for line in (root / "quarantine.jsonl").read_text().splitlines()]
+    assert [(q["reason"], q["origin"]) for q in quarantine] == [
+        ("malformed_json", "mine.jsonl:2"),
+        ("missing_answer", "mine.jsonl:3"),
+        ("duplicate_id", "mine.jsonl:4"),
+        ("contaminated", "mine.jsonl:5"),
+    ]
+    assert "math500:math500-test/intermediate_algebra/1411.json" in quarantine[-1]["detail"]
+    assert summary == json.loads((root / "curation.json").read_text())
+    assert summary["contamination"] == {"aime24": 0, "aime25": 0, "amc23": 0, "math500": 1}
+    report = json.loads((reports / "report.json").read_text())
+    assert report["sources"]["mine"] == {
+        "location": str(local),
+        "read": 6,
+        "train": 2,
+        "test": 0,
+        "removed": {"contaminated": 1, "duplicate_id": 1, "malformed_json": 1, "missing_answer": 1},
+    }
+    assert "| math500 | 500 | 1 | 1 |" in (reports / "report.md").read_text()
+    mlflow.set_tracking_uri(tracking_uri(small_params))
+    runs = mlflow.search_runs(experiment_names=[small_params.tracking.experiment], output_format="list")
+    assert runs[0].data.metrics["contamination.math500"] == 1.0 and runs[0].data.tags["stage"] == "curate"
+
+    before = [(root / name).read_bytes() for name in ("train.parquet", "test.parquet", "quarantine.jsonl")]
+    curate.run(small_params)
+    assert [
+        (root / name).read_bytes() for name in ("train.parquet", "test.parquet", "quarantine.jsonl")
+    ] == before
+
+    local.write_bytes(b"\x00\x01 not json\n")
+    with pytest.raises(SourceError, match=r"mine\.jsonl: no line is valid JSON"):
+        curate.run(small_params)
+
+
+def test_prompt_tokens_are_counted_with_the_model_tokenizer(small_params: Params, tiny_model):
+    from transformers import AutoTokenizer
+
+    from lead.stages import curate
+
+    path, _ = tiny_model
+    counter, method = curate.prompt_token_counter(small_params)
+    assert counter is None and method.startswith("estimate")  # model.base: tiny is built after curate
+    small_params.model.base = str(path)
+    counter, method = curate.prompt_token_counter(small_params)
+    assert method == f"tokenizer {path} with its chat template"
+    text = "Start with 7, add 3."
+    plain = len(AutoTokenizer.from_pretrained(str(path))(text)["input_ids"])
+    short, longer = counter([text, text + " Then add 4."])
+    assert plain < short < longer  # the chat template's tokens are counted too
+    small_params.model.base = str(path / "missing")
+    counter, method = curate.prompt_token_counter(small_params)
+    assert counter is None and "unavailable" in method

@@ -44,7 +44,3 @@ def test_vllm_cpu_serves_the_tiny_model(tiny_model):
     groups = sampler.sample(_prompts(tokenizer, problems), SamplingSpec(n=4, max_new_tokens=16, seed=0))
     assert [len(g) for g in groups] == [4, 4, 4]
     assert all(1 <= c.num_tokens <= 16 and isinstance(c.text, str) for g in groups for c in g)
-    # vLLM decodes with the same tokenizer: re-encoding a completion gives back its token count (or fewer
-    # when the completion ended at EOS, which is counted but not shown).
-    for c in (c for g in groups for c in g):
-        assert len(tokenizer(c.text, add_special_tokens=False)["input_ids"]) <= c.num_tokens

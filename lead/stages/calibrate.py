@@ -1,0 +1,467 @@
+"""Stage ``calibrate``: every training problem's pass rate under the current model, and the band kept for RL.
+
+For each problem of ``<paths.curated>/train.parquet``: sample ``calibrate.samples`` (k) completions from the
+current model (``<paths.models>/warmstart``, or ``model.base`` when ``warmstart.enabled`` is false) through
+:func:`lead.sampling.make_sampler` with the prompt :func:`lead.sampling.render_prompt` (problem +
+``model.prompt_suffix``), grade them with the one grader (:func:`lead.grading.grade_batch_with_stats`,
+evaluation rule: last box of the completion / after ``</think>``), and summarise them with
+:func:`lead.difficulty.calibrate_problem`: c correct, pass rate p = c/k, 95 % Wilson interval, mean length.
+
+Outputs
+-------
+* ``<paths.curated>/calibrated.parquet`` — the **whole pool** (every input column, input order) plus ``k,
+  correct, pass_rate, wilson_low, wilson_high, mean_length, band`` and a boolean ``keep`` =
+  ``calibrate.min_pass_rate < p < calibrate.max_pass_rate`` (stage 1; default 0 < p < 1). All rows are kept
+  rather than only the kept ones because the later curriculum stage re-selects from the same pool with
+  another rule (p ≤ 0.75, zero included: :func:`lead.difficulty.stage2_pool`); the train stage reads
+  ``keep``.
+* ``<paths.reports>/calibrate/summary.json`` (DVC metrics): counts per band, kept, stage-2 pool size, the
+  histogram, what was sampled vs. reused, time, grader statistics of this run's completions.
+* ``<paths.reports>/calibrate/histogram.csv`` (DVC plot: ``pass_rate,problems,kept``) and
+  ``pass_rate_histogram.png`` (also logged to MLflow, run tagged ``stage=calibrate``).
+
+Incremental cache
+-----------------
+``<paths.curated>/calibration_cache.jsonl`` holds one line per (settings, problem) result: the k verdicts,
+lengths and EOS flags. *settings* = sha256 of {model fingerprint (:func:`model_fingerprint`: content hash of
+a local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``), resolved backend,
+``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p, max_new_tokens, seed),
+the grader's source hash}; *problem* = sha256(problem text + NUL + gold answer). Only missing (settings,
+problem) pairs are sampled, in chunks of ``calibrate.chunk_size`` problems; each chunk's lines are appended
+and fsync'ed as soon as it is graded, so an interrupted run resumes from the last finished chunk. Results of
+other settings stay in the file (switching back to a model or temperature costs nothing). A torn last line
+from a crash is skipped and removed by the compaction at the end of the next run. DVC declares the file
+``persist: true, cache: false`` so that ``dvc repro`` does not delete it before rerunning the stage.
+
+Seeds: chunk j is sampled with seed = first 8 hex digits of sha256(calibrate.seed, its problems' hashes), a
+function of the chunk's content only. A resumed run re-forms exactly the chunks the interrupted one would
+have sampled, so (with a deterministic backend) it ends with the same numbers as an uninterrupted run, and
+no two chunks share a random stream (one fixed seed per chunk would correlate the i-th problems of every
+chunk). ``chunk_size`` is therefore an execution knob, not part of the cache key: any chunking gives valid
+draws at the same settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import statistics
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+import lead.sampling as sampling
+from lead import difficulty
+from lead.config import Params
+from lead.io import atomic_path, sha256_text, write_json, write_text
+from lead.stages._common import stage_main
+
+logger = logging.getLogger(__name__)
+
+CACHE_NAME = "calibration_cache.jsonl"
+OUTPUT_NAME = "calibrated.parquet"
+REPORT_DIR = "calibrate"
+# Files whose bytes decide what a model generates: weights, configs, tokenizer, chat template, remote code.
+MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".jinja", ".txt", ".model", ".tiktoken", ".py")
+# Columns added to the pool: the per-problem record (lead.difficulty.ProblemCalibration), then band and keep.
+RECORD_COLUMNS = tuple(f.name for f in fields(difficulty.ProblemCalibration))
+ADDED_COLUMNS = (*RECORD_COLUMNS, "band", "keep")
+
+
+# --------------------------------------------------------------------------------------------------
+# Keys
+# --------------------------------------------------------------------------------------------------
+def model_path(params: Params) -> Path | str:
+    """The model calibrated: the warm-started one, or ``model.base`` when warm start is disabled."""
+    if params.warmstart.enabled:
+        path = params.paths.models / "warmstart"
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: no warm-started model (run `lead warmstart` first)")
+        return path
+    if params.model.is_tiny:
+        raise ValueError(
+            "warmstart.enabled = false with model.base = 'tiny': the tiny model exists only after warm start"
+        )
+    return params.model.base
+
+
+def model_fingerprint(model: str | os.PathLike[str]) -> str:
+    """``sha256:<hex>`` over (relative path, size, bytes) of a local model folder's generation-relevant files
+    (:data:`MODEL_FILE_SUFFIXES`, hidden files skipped), or ``hub:<id>@<commit>`` for a hub id."""
+    path = Path(model)
+    if path.is_dir():
+        files = sorted(
+            f
+            for f in path.rglob("*")
+            if f.is_file()
+            and f.suffix in MODEL_FILE_SUFFIXES
+            and not any(part.startswith(".") for part in f.relative_to(path).parts)
+        )
+        if not files:
+            raise FileNotFoundError(
+                f"{path}: no model files ({', '.join(MODEL_FILE_SUFFIXES)}) to fingerprint"
+            )
+        digest = hashlib.sha256()
+        for f in files:
+            digest.update(f"{f.relative_to(path).as_posix()}\0{f.stat().st_size}\0".encode())
+            with f.open("rb") as fh:
+                for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    digest.update(block)
+        return "sha256:" + digest.hexdigest()
+    return f"hub:{model}@{_hub_commit(str(model))}"
+
+
+def _hub_commit(repo_id: str) -> str:
+    """The commit of a hub model: the locally cached snapshot's, else (online) the hub's current one."""
+    from huggingface_hub import HfApi, snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=True)).name
+    except Exception:
+        try:
+            return str(HfApi().model_info(repo_id).sha)
+        except Exception as exc:
+            raise FileNotFoundError(
+                f"model {repo_id!r}: neither a local folder nor a cached/reachable hub model ({exc})"
+            ) from None
+
+
+def problem_key(problem: str, answer: str) -> str:
+    """sha256(problem + NUL + answer): a result depends on the text sampled from and the gold it is graded
+    against (an id can be reassigned, a text cannot)."""
+    return sha256_text(f"{problem}\0{answer}")
+
+
+def resolve_backend(backend: str) -> str:
+    """``auto`` → ``vllm`` when vLLM imports, else ``transformers`` (the same rule as ``make_sampler``)."""
+    if backend == "auto":
+        return "vllm" if sampling.vllm_available() else "transformers"
+    return backend
+
+
+def sampling_spec(params: Params, seed: int) -> sampling.SamplingSpec:
+    cfg = params.calibrate
+    return sampling.SamplingSpec(
+        n=cfg.samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed
+    )
+
+
+def settings(params: Params, fingerprint: str, backend: str) -> dict[str, Any]:
+    """Everything besides the problem that decides a calibration result (the cache key's first half)."""
+    import lead.grading
+
+    spec = asdict(sampling_spec(params, params.calibrate.seed))
+    return {
+        "model": fingerprint,
+        "backend": backend,
+        "dtype": params.model.dtype,
+        "prompt_suffix": params.model.prompt_suffix,
+        "sampling": spec,
+        # A verdict depends on the grader: any edit of grading.py re-grades (conservative, never stale).
+        "grader": hashlib.sha256(Path(lead.grading.__file__).read_bytes()).hexdigest(),
+    }
+
+
+def settings_key(values: dict[str, Any]) -> str:
+    return sha256_text(json.dumps(values, sort_keys=True))
+
+
+def chunk_seed(seed: int, problem_keys: list[str]) -> int:
+    """The chunk's sampling seed: the first 32 bits of sha256(seed, its problem keys in order)."""
+    return int(sha256_text(f"{seed}:" + ",".join(problem_keys))[:8], 16)
+
+
+# --------------------------------------------------------------------------------------------------
+# Cache file
+# --------------------------------------------------------------------------------------------------
+class CalibrationCache:
+    """The JSON-lines cache: ``{"kind": "settings", "settings": h, "values": {...}}`` lines describe a key,
+    ``{"kind": "result", "settings": h, "problem": h, "correct": [...], "lengths": [...], "finished": [...]}``
+    lines hold results. Appends are whole lines, flushed and fsync'ed per chunk."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.results: dict[tuple[str, str], dict[str, Any]] = {}
+        self.described: dict[str, dict[str, Any]] = {}
+        self.bad_lines = 0
+        self.duplicates = 0
+        if path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        with self.path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                    if row["kind"] == "settings":
+                        self.described[row["settings"]] = row
+                    elif row["kind"] == "result" and len(row["correct"]) == len(row["lengths"]) > 0:
+                        key = (row["settings"], row["problem"])
+                        self.duplicates += key in self.results
+                        self.results[key] = row
+                    else:
+                        raise ValueError("unknown or malformed line")
+                except (ValueError, KeyError, TypeError):  # a torn last line after a crash, or a bad edit
+                    self.bad_lines += 1
+        if self.bad_lines:
+            logger.warning("%s: skipped %d unreadable line(s)", self.path, self.bad_lines)
+
+    def get(self, settings_hash: str, problem_hash: str) -> dict[str, Any] | None:
+        return self.results.get((settings_hash, problem_hash))
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        """Append ``rows`` (and the settings line of any new key) durably, as whole lines."""
+        lines = []
+        for row in rows:
+            if row["kind"] == "settings":
+                self.described[row["settings"]] = row
+            else:
+                self.results[(row["settings"], row["problem"])] = row
+            lines.append(json.dumps(row, sort_keys=True, separators=(",", ":")))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a+b") as fh:
+            # A crash mid-write can leave a line without its newline: start ours on a fresh line.
+            if fh.tell() > 0:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    fh.write(b"\n")
+            fh.write(("\n".join(lines) + "\n").encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def compact(self) -> None:
+        """Rewrite the file atomically without unreadable or duplicate lines (only when it has any)."""
+        if not (self.bad_lines or self.duplicates):
+            return
+        rows = [*self.described.values(), *self.results.values()]
+        text = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in rows)
+        write_text(self.path, text)
+        self.bad_lines = self.duplicates = 0
+
+
+# --------------------------------------------------------------------------------------------------
+# The stage
+# --------------------------------------------------------------------------------------------------
+def _read_pool(params: Params):
+    import pandas as pd
+
+    path = params.paths.curated / "train.parquet"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no curated training pool (run `lead curate` first)")
+    pool = pd.read_parquet(path)
+    missing = {"id", "problem", "answer"} - set(pool.columns)
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {sorted(missing)}; has {list(pool.columns)}")
+    return pool
+
+
+def _load_tokenizer(model: Path | str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(model))
+
+
+def _sample_missing(
+    params: Params,
+    model: Path | str,
+    backend: str,
+    todo: list[tuple[str, str, str]],
+    settings_hash: str,
+    cache: CalibrationCache,
+    header: list[dict[str, Any]],
+):
+    """Sample, grade and cache ``todo`` = [(problem key, problem, answer)] chunk by chunk; ``header`` (the
+    settings line of a new key) goes in with the first chunk, so the file never describes settings that
+    have no result. Returns the grader statistics of these completions and the number of chunks."""
+    from lead.grading import GradeStats, grade_batch_with_stats
+    from lead.progress import progress_bar
+
+    cfg = params.calibrate
+    stats = GradeStats()
+    if not todo:
+        return stats, 0
+    sampler = sampling.make_sampler(model, backend, dtype=params.model.dtype)
+    tokenizer = getattr(sampler, "tokenizer", None) or _load_tokenizer(model)
+    chunks = [todo[i : i + cfg.chunk_size] for i in range(0, len(todo), cfg.chunk_size)]
+    with progress_bar("calibrate: sampling", len(todo)) as advance:
+        for j, chunk in enumerate(chunks, 1):
+            advance(0, status=f"chunk {j}/{len(chunks)}")
+            keys = [key for key, _, _ in chunk]
+            prompts = [
+                sampling.render_prompt(tokenizer, problem, params.model.prompt_suffix)
+                for _, problem, _ in chunk
+            ]
+            spec = sampling_spec(params, chunk_seed(cfg.seed, keys))
+            groups = sampler.sample(prompts, spec, progress=advance)
+            if len(groups) != len(chunk) or any(len(g) != cfg.samples for g in groups):
+                raise RuntimeError(
+                    f"sampler returned {[len(g) for g in groups]} completions for {len(chunk)} prompts "
+                    f"x {cfg.samples} samples"
+                )
+            texts = [c.text for g in groups for c in g]
+            golds = [answer for _, _, answer in chunk for _ in range(cfg.samples)]
+            verdicts, chunk_stats = grade_batch_with_stats(texts, golds)
+            stats = stats.merge(chunk_stats)
+            rows = [
+                {
+                    "kind": "result",
+                    "settings": settings_hash,
+                    "problem": key,
+                    "correct": verdicts[i * cfg.samples : (i + 1) * cfg.samples],
+                    "lengths": [c.num_tokens for c in group],
+                    "finished": [c.finished for c in group],
+                }
+                for i, (key, group) in enumerate(zip(keys, groups, strict=True))
+            ]
+            cache.append(header + rows)
+            header = []
+    return stats, len(chunks)
+
+
+def calibrate_pool(params: Params) -> dict[str, Any]:
+    """Calibrate the pool (sampling only what the cache lacks), write the calibrated pool and the reports,
+    return the summary. :func:`run` is this inside an MLflow run."""
+    started = time.perf_counter()
+    cfg = params.calibrate
+    pool = _read_pool(params)
+    model = model_path(params)
+    backend = resolve_backend(cfg.backend)
+    values = settings(params, model_fingerprint(model), backend)
+    key = settings_key(values)
+    cache = CalibrationCache(params.paths.curated / CACHE_NAME)
+    header = [] if key in cache.described else [{"kind": "settings", "settings": key, "values": values}]
+
+    problem_keys = [problem_key(str(p), str(a)) for p, a in zip(pool["problem"], pool["answer"], strict=True)]
+    todo: dict[str, tuple[str, str, str]] = {}  # unique missing problems, in pool order
+    for pk, problem, answer in zip(problem_keys, pool["problem"], pool["answer"], strict=True):
+        if cache.get(key, pk) is None and pk not in todo:
+            todo[pk] = (pk, str(problem), str(answer))
+    unique = len(set(problem_keys))
+    sampling_started = time.perf_counter()
+    grader, chunks = _sample_missing(params, model, backend, list(todo.values()), key, cache, header)
+    sampling_seconds = time.perf_counter() - sampling_started
+    cache.compact()
+
+    records = [
+        difficulty.calibrate_problem(r["correct"], r["lengths"])
+        for r in (cache.get(key, pk) for pk in problem_keys)
+    ]
+    out = pool.copy()
+    for name in RECORD_COLUMNS:
+        out[name] = [getattr(r, name) for r in records]
+    rates = [r.pass_rate for r in records]
+    out["band"] = [difficulty.band_of(p, cfg.bands) for p in rates]
+    out["keep"] = difficulty.band_mask(rates, cfg.min_pass_rate, cfg.max_pass_rate, "neither")
+    with atomic_path(params.paths.curated / OUTPUT_NAME) as tmp:
+        out.to_parquet(tmp, index=False)
+
+    histogram = difficulty.pass_rate_histogram((r.correct for r in records), cfg.samples)
+    kept = int(out["keep"].sum())
+    summary = {
+        "problems": len(out),
+        "unique_problems": unique,
+        "samples_per_problem": cfg.samples,
+        "keep_rule": f"{cfg.min_pass_rate:g} < pass_rate < {cfg.max_pass_rate:g}",
+        "kept": kept,
+        "kept_share": round(kept / len(out), 4) if len(out) else 0.0,
+        "stage2_pool": len(difficulty.stage2_pool(records)),
+        "bands": difficulty.band_counts(rates, cfg.bands),
+        "histogram": {f"{p:g}": n for p, n in histogram},
+        "mean_pass_rate": round(statistics.fmean(rates), 4) if rates else 0.0,
+        "mean_length": round(statistics.fmean(r.mean_length for r in records), 2) if records else 0.0,
+        "sampled_problems": len(todo),
+        "cached_problems": unique - len(todo),
+        "chunks": chunks,
+        "sampling_seconds": round(sampling_seconds, 2),
+        "seconds": round(time.perf_counter() - started, 2),
+        "backend": backend,
+        "model": str(model),
+        "settings": key,
+        "grader": asdict(grader),
+    }
+    reports = params.paths.reports / REPORT_DIR
+    write_json(reports / "summary.json", summary)
+    kept_at = [difficulty.in_band(p, cfg.min_pass_rate, cfg.max_pass_rate) for p, _ in histogram]
+    write_text(
+        reports / "histogram.csv",
+        "pass_rate,problems,kept\n"
+        + "".join(f"{p:g},{n},{int(k)}\n" for (p, n), k in zip(histogram, kept_at, strict=True)),
+    )
+    _plot_histogram(reports / "pass_rate_histogram.png", histogram, kept_at, summary)
+    return summary
+
+
+def _plot_histogram(
+    path: Path, histogram: list[tuple[float, int]], kept: list[bool], summary: dict[str, Any]
+) -> None:
+    """Bar chart of problems per pass rate c/k, kept bars filled, dropped ones grey (Agg, no pyplot state)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 3.6), layout="constrained")
+    ax = fig.subplots()
+    k = summary["samples_per_problem"]
+    ax.bar(
+        [p for p, _ in histogram],
+        [n for _, n in histogram],
+        width=0.8 / k,
+        color=["tab:blue" if keep else "lightgrey" for keep in kept],
+        edgecolor="black",
+        linewidth=0.5,
+    )
+    ax.set_xlabel(f"pass rate (correct / {k} samples)")
+    ax.set_ylabel("problems")
+    ax.set_xlim(-0.6 / k, 1 + 0.6 / k)
+    ax.set_title(
+        f"{summary['problems']} problems; kept {summary['kept']} ({summary['keep_rule']})", fontsize=10
+    )
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
+
+
+def _log_to_mlflow(params: Params, summary: dict[str, Any]) -> None:
+    import mlflow
+
+    numeric = {
+        name: float(summary[name])
+        for name in (
+            "problems",
+            "kept",
+            "kept_share",
+            "stage2_pool",
+            "mean_pass_rate",
+            "mean_length",
+            "sampled_problems",
+            "cached_problems",
+            "sampling_seconds",
+            "seconds",
+        )
+    }
+    numeric.update({f"grader.{name}": float(v) for name, v in summary["grader"].items()})
+    mlflow.log_metrics(numeric)
+    mlflow.set_tags(
+        {"model": summary["model"], "backend": summary["backend"], "settings": summary["settings"]}
+    )
+    reports = params.paths.reports / REPORT_DIR
+    for name in ("summary.json", "histogram.csv", "pass_rate_histogram.png"):
+        mlflow.log_artifact(str(reports / name), artifact_path=REPORT_DIR)
+
+
+def run(params: Params) -> dict[str, Any]:
+    """Calibrate the training pool's pass rates (incrementally) and write the calibrated pool and reports."""
+    from lead.tracking import stage_run
+
+    with stage_run(params, "calibrate", log_sections=("calibrate",)):
+        summary = calibrate_pool(params)
+        _log_to_mlflow(params, summary)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    stage_main("calibrate", run, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,319 @@
+"""Stage ``evaluate``: sample the model on the benchmarks, grade, and score it the paper's way (§7).
+
+For each benchmark in ``evaluate.benchmarks`` (:mod:`lead.benchmarks`; the first ``evaluate.max_problems``
+problems of each, or all), every problem is rendered with the model's chat template (problem + the
+instruction suffix), sampled ``evaluate.samples`` times through :func:`lead.sampling.make_sampler`, and each
+completion graded by :func:`lead.grading.grade_batch_with_stats` (default extraction rule). The metrics are
+:mod:`lead.evaluation`'s: Pass@k, Cons@n over answer equivalence classes, Len_avg (all / correct /
+incorrect), truncation rate, a token-budget sweep and, where a benchmark has levels, a difficulty-band table.
+
+The model is ``evaluate.model``: a name means ``<paths.models>/<name>`` (``warmstart``; ``train`` once the
+train stage exists); a value containing ``/`` or naming an existing path is used as is (path or hub id).
+
+Context window: a problem whose prompt leaves fewer than ``max_new_tokens`` positions in the model's
+context (``max_position_embeddings``) is not sampled; its samples count as unanswered and wrong, and
+``<benchmark>.over_context`` counts such problems. Past its context a RoPE model would be extrapolating
+(transformers does so silently, vLLM refuses), so both backends get exactly the same workload. This only
+happens with small-context models such as the 512-position tiny model on AIME / MATH-500 prompts.
+
+Outputs under ``<paths.reports>/evaluate/``:
+
+* ``samples.parquet`` -- one row per sample: benchmark, problem_id, band, gold, sample, completion, answer
+  (extracted, null = none), correct, tokens, finished (hit EOS), in_context;
+* ``metrics.json`` -- flat ``<benchmark>.<metric>`` names (MLflow keys cannot hold ``@``: ``pass_at_1``,
+  ``cons_at_8``, ``len_avg``, ``budget_128.pass_at_1``, ``level_3.precision``, ``grader_timeouts``, ...);
+  ``null`` where a metric is undefined (e.g. the length of correct samples when none is correct);
+* ``accuracy_vs_length.png`` and ``budget_curve.png``.
+
+Everything is logged to one MLflow run tagged ``stage=evaluate`` (undefined metrics are left out there).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lead.config import Params
+from lead.io import atomic_path, write_json
+from lead.stages._common import stage_main
+
+RECORDS = "samples.parquet"
+METRICS = "metrics.json"
+ACCURACY_PLOT = "accuracy_vs_length.png"
+BUDGET_PLOT = "budget_curve.png"
+GRADER_STATS = ("fast_path", "verified", "no_answer", "unparseable", "timeouts")
+
+
+def output_dir(params: Params) -> Path:
+    return Path(params.paths.reports) / "evaluate"
+
+
+def model_path(params: Params) -> str:
+    """The model to evaluate: ``<paths.models>/<evaluate.model>``, or ``evaluate.model`` itself when it
+    contains ``/`` or names an existing path (a local folder or a hub id)."""
+    name = params.evaluate.model
+    if "/" in name or Path(name).exists():
+        return name
+    path = Path(params.paths.models) / name
+    if not path.exists():
+        raise FileNotFoundError(
+            f"evaluate.model = {name!r}: {path} does not exist (run `lead {name}` first?)"
+        )
+    return str(path)
+
+
+def sampling_spec(params: Params):
+    """The :class:`lead.sampling.SamplingSpec` of ``params.evaluate``."""
+    from lead.sampling import SamplingSpec
+
+    ev = params.evaluate
+    return SamplingSpec(
+        n=ev.samples,
+        temperature=ev.temperature,
+        top_p=ev.top_p,
+        min_p=ev.min_p,
+        max_new_tokens=ev.max_new_tokens,
+        seed=ev.seed,
+    )
+
+
+def context_window(path: str) -> int | None:
+    """The model's context length in tokens (``max_position_embeddings``), or None when its config has none."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path)
+    return getattr(config.get_text_config(), "max_position_embeddings", None)
+
+
+@dataclass
+class _Prepared:
+    """A benchmark's problems with their rendered prompts and whether each fits in the context window."""
+
+    problems: list[Any]
+    prompts: list[str]
+    fits: list[bool]
+    prompt_tokens: list[int]
+
+
+def _prepare(
+    params: Params, suites: dict[str, list[Any]], tokenizer, context: int | None
+) -> dict[str, _Prepared]:
+    from lead.sampling import render_prompt
+
+    budget = params.evaluate.max_new_tokens
+    out = {}
+    for name, problems in suites.items():
+        prompts = [render_prompt(tokenizer, p.problem, params.model.prompt_suffix) for p in problems]
+        # Counted with special tokens, as vLLM tokenizes a prompt: the larger of the two backends' counts.
+        lengths = [len(ids) for ids in tokenizer(prompts)["input_ids"]] if prompts else []
+        fits = [context is None or n + budget <= context for n in lengths]
+        out[name] = _Prepared(problems, prompts, fits, lengths)
+    return out
+
+
+def _score_benchmark(name: str, bench: _Prepared, groups: list[list[Any]], n: int):
+    """Grade the sampled groups; per-sample records, the evaluation's ProblemSamples and the grader stats."""
+    from lead.evaluation import ProblemSamples, Sample
+    from lead.grading import extract_answer, grade_batch_with_stats
+
+    sampled = [p for p, fit in zip(bench.problems, bench.fits, strict=True) if fit]
+    flat = [c for group in groups for c in group]
+    golds = [p.answer for p, group in zip(sampled, groups, strict=True) for _ in group]
+    verdicts, stats = grade_batch_with_stats([c.text for c in flat], golds)
+    answers = [extract_answer(c.text) for c in flat]
+    records, problems = [], []
+    position = 0
+    for problem, fit in zip(bench.problems, bench.fits, strict=True):
+        samples = []
+        for i in range(n):
+            if fit:
+                c, answer, ok = flat[position], answers[position], verdicts[position]
+                position += 1
+                sample = Sample(answer=answer, correct=ok, tokens=c.num_tokens, finished=c.finished)
+                text = c.text
+            else:
+                sample = Sample(answer=None, correct=False, tokens=0, finished=False, generated=False)
+                text = ""
+            samples.append(sample)
+            records.append(
+                {
+                    "benchmark": name,
+                    "problem_id": problem.id,
+                    "band": problem.band,
+                    "gold": problem.answer,
+                    "sample": i,
+                    "completion": text,
+                    "answer": sample.answer,
+                    "correct": sample.correct,
+                    "tokens": sample.tokens,
+                    "finished": sample.finished,
+                    "in_context": fit,
+                }
+            )
+        problems.append(ProblemSamples(tuple(samples), band=problem.band))
+    return records, problems, stats
+
+
+def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [
+            ("benchmark", pa.string()),
+            ("problem_id", pa.string()),
+            ("band", pa.string()),
+            ("gold", pa.string()),
+            ("sample", pa.int32()),
+            ("completion", pa.string()),
+            ("answer", pa.string()),
+            ("correct", pa.bool_()),
+            ("tokens", pa.int32()),
+            ("finished", pa.bool_()),
+            ("in_context", pa.bool_()),
+        ]
+    )
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.Table.from_pylist(records, schema=schema), tmp)
+
+
+def _plots(out: Path, scored: dict[str, list[Any]], sweeps: dict[str, list[Any]], n: int) -> None:
+    """accuracy_vs_length.png (equal-count length bins per benchmark) and budget_curve.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on servers, CI or DVC
+    import matplotlib.pyplot as plt
+
+    from lead.evaluation import accuracy_by_length
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, problems in scored.items():
+        points = accuracy_by_length([s for p in problems for s in p.samples])
+        if points:
+            ax.plot([x for x, _, _ in points], [y for _, y, _ in points], marker="o", label=name)
+    ax.set(
+        xlabel="completion length (tokens, mean of an equal-count bin)",
+        ylabel="share correct",
+        ylim=(-0.02, 1.02),
+    )
+    ax.set_title("Accuracy against length")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # outside: never over data
+    with atomic_path(out / ACCURACY_PLOT) as tmp:
+        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, points in sweeps.items():
+        if not points:
+            continue
+        budgets = [p.budget for p in points]
+        (line,) = ax.plot(budgets, [p.pass_at_1 for p in points], marker="o", label=f"{name} Pass@1")
+        ax.plot(
+            budgets,
+            [p.cons for p in points],
+            marker="s",
+            ls="--",
+            color=line.get_color(),
+            label=f"{name} Cons@{n}",
+        )
+    if ax.get_legend_handles_labels()[0]:
+        ax.set_xscale("log", base=2)  # budgets usually double: evenly spaced on a log axis
+        ticks = sorted({p.budget for points in sweeps.values() for p in points})
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # outside: never over data
+    else:
+        ax.text(
+            0.5,
+            0.5,
+            "no budgets (evaluate.budgets is empty)",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
+    ax.set(xlabel="token budget", ylabel="score", ylim=(-0.02, 1.02))
+    ax.set_title("Scores when generation is cut at a token budget")
+    ax.grid(alpha=0.3)
+    with atomic_path(out / BUDGET_PLOT) as tmp:
+        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def run(params: Params) -> dict[str, Any]:
+    """Sample, grade and score the model on every benchmark; write records, metrics.json and plots."""
+    import mlflow
+    from transformers import AutoTokenizer
+
+    from lead.benchmarks import load_benchmark
+    from lead.evaluation import benchmark_metrics, budget_sweep, cached_equal
+    from lead.progress import progress_bar
+    from lead.sampling import VLLMSampler, make_sampler
+    from lead.tracking import stage_run
+
+    ev = params.evaluate
+    # Everything that can fail cheaply fails before the model is loaded.
+    suites = {name: load_benchmark(name, params, ev.max_problems) for name in ev.benchmarks}
+    path = model_path(params)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    context = context_window(path)
+    prepared = _prepare(params, suites, tokenizer, context)
+    spec = sampling_spec(params)
+    longest = max(
+        (n for b in prepared.values() for n, f in zip(b.prompt_tokens, b.fits, strict=True) if f), default=0
+    )
+    out = output_dir(params)
+    out.mkdir(parents=True, exist_ok=True)
+
+    with stage_run(params, "evaluate", log_sections=("evaluate",)):
+        started = time.perf_counter()
+        # vLLM's engine is sized to the longest prompt + budget, not the model's full context.
+        sampler = make_sampler(
+            path,
+            ev.backend,
+            dtype=params.model.dtype,
+            max_model_len=longest + spec.max_new_tokens if longest else None,
+        )
+        backend = "vllm" if isinstance(sampler, VLLMSampler) else "transformers"
+        mlflow.set_tags({"model_path": path, "backend": backend})
+        metrics: dict[str, Any] = {}
+        records: list[dict[str, Any]] = []
+        scored: dict[str, list[Any]] = {}
+        sweeps: dict[str, list[Any]] = {}
+        for name, bench in prepared.items():
+            prompts = [p for p, fit in zip(bench.prompts, bench.fits, strict=True) if fit]
+            groups = []
+            if prompts:
+                with progress_bar(f"evaluate {name}", len(prompts)) as advance:
+                    advance(0, status=f"{ev.samples} samples/problem, {backend}")
+                    groups = sampler.sample(prompts, spec, progress=advance)
+            rows, problems, stats = _score_benchmark(name, bench, groups, ev.samples)
+            records += rows
+            scored[name] = problems
+            # One cache of answer comparisons per benchmark: the scores, the sweep and the bands share it.
+            equal = cached_equal()
+            values = benchmark_metrics(problems, budgets=ev.budgets, equal=equal)
+            values["over_context"] = sum(not f for f in bench.fits)
+            values.update({f"grader_{k}": getattr(stats, k) for k in GRADER_STATS})
+            metrics.update({f"{name}.{k}": v for k, v in values.items()})
+            sweeps[name] = budget_sweep(problems, ev.budgets, equal=equal)
+        seconds = round(time.perf_counter() - started, 1)
+
+        _write_records(out / RECORDS, records)
+        write_json(out / METRICS, metrics)
+        _plots(out, scored, sweeps, ev.samples)
+        mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None})
+        mlflow.log_metric("seconds", seconds)
+        mlflow.log_artifacts(str(out), artifact_path="evaluate")
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> None:
+    stage_main("evaluate", run, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""MLflow, in one place: where runs go, one parent run per pipeline run, one child run per stage.
+
+* Tracking URI: ``tracking.uri`` in params, else ``MLFLOW_TRACKING_URI``, else an sqlite file at the
+  repository root (an *absolute* URI, so runs started from another folder — ``dvc exp run --temp``, a Prefect
+  worker — land in the same store).
+* :func:`stage_run` opens the stage's run, tagged ``stage=<name>``, nested under the pipeline's parent run
+  when ``LEAD_PARENT_RUN_ID`` is set (the Prefect flow sets it). A run that raises is marked FAILED before
+  the exception propagates (MLflow's atexit handler would otherwise mark it FINISHED).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from lead.config import Params
+from lead.io import repo_root
+
+PARENT_RUN_ENV = "LEAD_PARENT_RUN_ID"
+
+
+def tracking_uri(params: Params) -> str:
+    """The MLflow tracking URI for ``params`` (see the module docstring for the order of precedence)."""
+    if params.tracking.uri:
+        return params.tracking.uri
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    return f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (MLflow params and metrics are flat)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+@contextlib.contextmanager
+def stage_run(
+    params: Params, stage: str, *, log_sections: tuple[str, ...] = (), run_id: str | None = None
+) -> Iterator[Any]:
+    """An MLflow run for one stage, tagged ``stage=<stage>``, with the given params sections logged.
+
+    ``run_id`` re-opens an existing run (a resumed training continues its own run instead of starting a new one).
+    """
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(params))
+    mlflow.set_experiment(params.tracking.experiment)
+    parent = os.environ.get(PARENT_RUN_ENV)
+    tags = {"stage": stage, **({"mlflow.parentRunId": parent} if parent else {})}
+    run = mlflow.start_run(run_id=run_id) if run_id else mlflow.start_run(run_name=stage, tags=tags)
+    try:
+        dumped = params.model_dump(mode="json", by_alias=True)
+        if not run_id:  # params of a resumed run are already logged (and MLflow refuses to change them)
+            for section in log_sections:
+                mlflow.log_params(flatten({section: dumped[section]}))
+        yield run
+    except BaseException:
+        mlflow.end_run(status="FAILED")
+        raise
+    else:
+        mlflow.end_run(status="FINISHED")

@@ -1,0 +1,1 @@
+"""Training: the TRL seam (``trainer.LEADTrainer``) and the presets that configure it (``presets``)."""

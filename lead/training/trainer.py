@@ -1,0 +1,203 @@
+"""The single TRL seam: ``LEADTrainer(GRPOTrainer)`` swaps GRPO's reward and advantage for GRPO-LEAD's.
+
+TRL 1.16 has no advantage hook, so two private methods are overridden (a contract test pins them):
+
+* ``_calculate_rewards`` — grade this process's completions with the one grader, classify each outcome
+  (correct / wrong / unfinished / degenerate), **gather** outcome codes and token lengths from every process
+  (a prompt's group can straddle processes), and compute the LEAD rewards on the whole batch
+  (:func:`lead.rewards.lead_rewards`: the length-dependent accuracy reward L and the penalties E). TRL then
+  logs these rewards as the ``lead`` reward function.
+* ``_generate_and_score_completions`` — after TRL has built the batch, replace its advantages by
+  :func:`lead.advantages.lead_advantages` (unbiased group std, ε = 1e-6, difficulty-aware reweighting AD,
+  dropped uninformative groups) computed on the gathered rewards, slice back this process's part, overwrite the
+  advantages TRL buffered for its completion table (it only prints them at the next log), and record LEAD's
+  own metrics (reward by outcome, lengths of correct and incorrect answers, ρ, weights, dropped groups).
+
+Everything numeric lives in the pure modules; this file is glue.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from trl import GRPOTrainer
+
+from lead.advantages import difficulty_weight, lead_advantages
+from lead.grading import grade_batch
+from lead.rewards import Outcome, classify_outcome, lead_rewards
+
+OUTCOMES = list(Outcome)
+Truncation = Literal["unfinished", "wrong", "mask"]
+
+
+@dataclass(frozen=True)
+class LeadSettings:
+    """GRPO-LEAD's knobs after the preset and the ablation switches are resolved (``lead.training.presets``).
+
+    ``alpha = 0`` turns the length reward (L) off; ``wrong = unfinished = degenerate = 0`` turns the explicit
+    penalty (E) off; ``reweight = False`` turns the difficulty-aware reweighting (AD) off. All three off is
+    plain GRPO with a 0/1 accuracy reward (with ε = 1e-6 and no reweighting, the advantage is GRPO's).
+    """
+
+    alpha: float = 0.05
+    length_gate: float | None = None
+    correct: float = 1.0
+    wrong: float = -1.0
+    unfinished: float = 0.0
+    degenerate: float = -2.0
+    reweight: bool = True
+    drop_uninformative: bool = True
+    eps: float = 1e-6
+    before_think_close: bool = False  # the reference code grades the last \boxed{} before </think>
+    require_think_close: bool = True  # no </think> = unfinished (reasoning models)
+    truncation: Truncation = "unfinished"  # how a completion cut at the token limit is scored
+
+
+def completion_text(completion: Any) -> str:
+    """TRL hands completions as strings, or as message lists for conversational prompts."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(m.get("content", "") for m in completion)
+
+
+def classify(
+    texts: Sequence[str], golds: Sequence[str], truncated: Sequence[bool], settings: LeadSettings
+) -> list[Outcome]:
+    """Grade and classify a list of completions (one grader call for the whole list)."""
+    verdicts = grade_batch(
+        list(texts), [str(g) for g in golds], before_think_close=settings.before_think_close
+    )
+    out = []
+    for text, ok, cut in zip(texts, verdicts, truncated, strict=True):
+        # "wrong" truncation: a cut-off completion is graded like any other (no answer → wrong).
+        cut_as_unfinished = cut and settings.truncation != "wrong"
+        out.append(
+            classify_outcome(
+                text, ok, require_think_close=settings.require_think_close, truncated=cut_as_unfinished
+            )
+        )
+    return out
+
+
+def outcome_reward_func(settings: LeadSettings):
+    """A plain TRL reward function with LEAD's *unshaped* outcome table (for ``GRPOTrainer`` baselines).
+
+    It sees only this process's completions, so it cannot shape by group: that is what ``LEADTrainer`` adds.
+    """
+    table = {
+        Outcome.CORRECT: settings.correct,
+        Outcome.WRONG: settings.wrong,
+        Outcome.UNFINISHED: settings.unfinished,
+        Outcome.DEGENERATE: settings.degenerate,
+    }
+
+    def lead_outcome(completions, answer, completion_ids, **_: Any) -> list[float]:
+        texts = [completion_text(c) for c in completions]
+        # Without the tokenizer here, a completion that never produced EOS cannot be told apart: treat none as cut.
+        outcomes = classify(texts, answer, [False] * len(texts), settings)
+        return [table[o] for o in outcomes]
+
+    return lead_outcome
+
+
+class LEADTrainer(GRPOTrainer):
+    """``GRPOTrainer`` with GRPO-LEAD rewards and advantages (see the module docstring)."""
+
+    def __init__(self, *args: Any, lead: LeadSettings, answer_column: str = "answer", **kwargs: Any) -> None:
+        kwargs.setdefault("reward_funcs", [outcome_reward_func(lead)])
+        super().__init__(*args, **kwargs)
+        self.lead = lead
+        self.answer_column = answer_column
+        self._lead_batch: dict[str, np.ndarray] = {}
+
+    # -- TRL seam 1: rewards on the gathered batch -------------------------------------------------------------
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        device = self.accelerator.device
+        eos = set(self.eos_token_ids) | {self._tokenizer.pad_token_id}
+        truncated = [not ids or ids[-1] not in eos for ids in completion_ids_list]
+        texts = [completion_text(c) for c in completions]
+        golds = [x[self.answer_column] for x in inputs]
+        outcomes = classify(texts, golds, truncated, self.lead)
+        codes = torch.tensor([OUTCOMES.index(o) for o in outcomes], device=device)
+        lengths = torch.tensor([len(ids) for ids in completion_ids_list], device=device, dtype=torch.float32)
+        cut = torch.tensor(truncated, device=device)
+        # Group shaping needs whole groups: gather from every process (TRL keeps groups contiguous in order).
+        codes, lengths, cut = (self.accelerator.gather(t).cpu().numpy() for t in (codes, lengths, cut))
+        names = [OUTCOMES[c] for c in codes]
+        s = self.lead
+        rewards = lead_rewards(
+            names,
+            lengths,
+            self.num_generations,
+            alpha=s.alpha,
+            length_gate=s.length_gate,
+            correct=s.correct,
+            wrong=s.wrong,
+            unfinished=s.unfinished,
+            degenerate=s.degenerate,
+        )
+        self._lead_batch = {"codes": codes, "lengths": lengths, "rewards": rewards, "truncated": cut}
+        return torch.tensor(rewards, dtype=torch.float32, device=device).unsqueeze(1)
+
+    # -- TRL seam 2: replace the advantages -------------------------------------------------------------------
+    def _generate_and_score_completions(self, inputs):
+        started = time.perf_counter()
+        output = super()._generate_and_score_completions(inputs)
+        batch = self._lead_batch
+        s = self.lead
+        advantages = lead_advantages(
+            batch["rewards"],
+            self.num_generations,
+            eps=s.eps,
+            reweight=s.reweight,
+            drop_uninformative=s.drop_uninformative,
+        )
+        local = len(output["advantages"])
+        start = self.accelerator.process_index * local
+        output["advantages"] = torch.tensor(
+            advantages[start : start + local],
+            dtype=output["advantages"].dtype,
+            device=output["advantages"].device,
+        )
+        # TRL buffered its own advantages for the completions table; it prints them only at the next log.
+        logged = self._logs["advantages"]
+        for i, value in enumerate(advantages.tolist(), start=len(logged) - len(advantages)):
+            if i >= 0:
+                logged[i] = value
+        mode = "train" if self.model.training else "eval"
+        for name, value in lead_metrics(batch, advantages, self.num_generations).items():
+            self._metrics[mode][name].append(value)
+        self._metrics[mode]["lead/step_seconds"].append(time.perf_counter() - started)
+        return output
+
+
+def lead_metrics(batch: dict[str, np.ndarray], advantages: np.ndarray, group_size: int) -> dict[str, float]:
+    """Per-step diagnostics: shares and rewards by outcome, lengths, online pass rate ρ, AD weights, drops."""
+    codes, lengths, rewards = batch["codes"], batch["lengths"], batch["rewards"]
+    out: dict[str, float] = {}
+    for i, outcome in enumerate(OUTCOMES):
+        mask = codes == i
+        out[f"lead/share_{outcome.value}"] = float(mask.mean())
+        if mask.any():
+            out[f"lead/reward_{outcome.value}"] = float(rewards[mask].mean())
+    correct = codes == OUTCOMES.index(Outcome.CORRECT)
+    if correct.any():
+        out["lead/length_correct"] = float(lengths[correct].mean())
+    if (~correct).any():
+        out["lead/length_incorrect"] = float(lengths[~correct].mean())
+    out["lead/length_mean"] = float(lengths.mean())
+    out["lead/truncated"] = float(batch["truncated"].mean())
+    rho = (rewards.reshape(-1, group_size) > 0).mean(axis=1)
+    out["lead/rho_mean"] = float(rho.mean())
+    bands = {"0": rho == 0, "low": (rho > 0) & (rho <= 0.5), "high": (rho > 0.5) & (rho < 1), "1": rho == 1}
+    for name, inside in bands.items():
+        out[f"lead/rho_{name}"] = float(inside.mean())  # a 4-bin histogram of the groups' pass rates
+    out["lead/weight_positive_mean"] = float(difficulty_weight(rho).mean())
+    out["lead/weight_negative_mean"] = float(difficulty_weight(1 - rho).mean())
+    out["lead/dropped_groups"] = float((np.abs(advantages.reshape(-1, group_size)).sum(axis=1) == 0).mean())
+    return out

@@ -1,0 +1,325 @@
+"""The calibrate stage on a temporary folder: outputs, MLflow, and the incremental cache (hits, new problems,
+invalidation, resume after an interruption). Where real generation matters (the stage end to end, resuming
+to the same draws) an untrained 1-layer model samples with transformers (2 samples, 8 tokens); the cache
+logic runs on a scripted sampler with known pass rates, which takes no time."""
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+import lead.sampling
+from lead.config import Params
+from lead.proxy import generate_problems
+from lead.sampling import Completion
+from lead.stages import calibrate
+from lead.stages.curate import proxy_records
+
+
+def _write_pool(params: Params, n: int) -> pd.DataFrame:
+    """The first ``n`` proxy training problems (a longer draw extends a shorter one: same prefix)."""
+    records = proxy_records(generate_problems(n, split="train", seed=0, max_ops=3))
+    pool = pd.DataFrame(records)
+    params.paths.curated.mkdir(parents=True, exist_ok=True)
+    pool.to_parquet(params.paths.curated / "train.parquet", index=False)
+    return pool
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    # Tiny matrices: with 2 OpenMP threads on a shared 2-core machine generation was measured 70x slower
+    # (spin-waiting threads), with 1 thread it takes milliseconds.
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def mlflow_uri(tmp_path_factory):
+    # One store for the module: creating an sqlite store runs MLflow's migrations (~2 s) each time.
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+
+
+@pytest.fixture
+def params(small_params: Params, tiny_model, mlflow_uri) -> Params:
+    shutil.copytree(tiny_model[0], small_params.paths.models / "warmstart")
+    small_params.tracking.uri = mlflow_uri
+    cfg = small_params.calibrate
+    cfg.backend, cfg.samples, cfg.max_new_tokens, cfg.chunk_size = "transformers", 2, 8, 16
+    _write_pool(small_params, 40)
+    return small_params
+
+
+class Counter:
+    """Wraps ``lead.sampling.make_sampler``: how often a sampler is built, which prompts it samples, and an
+    optional failure on the n-th ``sample`` call (a crash mid-run)."""
+
+    def __init__(self, make, fail_on_call: int | None = None) -> None:
+        self.make, self.fail_on_call = make, fail_on_call
+        self.built, self.calls, self.prompts = 0, 0, []
+
+    def __call__(self, *args, **kwargs):
+        self.built += 1
+        inner = self.make(*args, **kwargs)
+        counter = self
+
+        class Sampler:
+            tokenizer = getattr(inner, "tokenizer", None)
+
+            def sample(self, prompts, spec, progress=None):
+                counter.calls += 1
+                if counter.calls == counter.fail_on_call:
+                    raise RuntimeError("simulated crash")
+                counter.prompts.extend(prompts)
+                return inner.sample(prompts, spec, progress)
+
+        return Sampler()
+
+
+@pytest.fixture
+def counter(monkeypatch):
+    c = Counter(lead.sampling.make_sampler)
+    monkeypatch.setattr(lead.sampling, "make_sampler", c)
+    return c
+
+
+class ScriptedSampler:
+    """Problem j (in pool order) gets exactly ``j % (k + 1)`` correct completions out of k."""
+
+    def __init__(self, pool: pd.DataFrame) -> None:
+        self.answers = dict(zip(pool["problem"], pool["answer"], strict=True))
+        self.index = {p: j for j, p in enumerate(pool["problem"])}
+
+    def sample(self, prompts, spec, progress=None):
+        out = []
+        for prompt in prompts:
+            problem = next(p for p in self.answers if p in prompt)
+            c = self.index[problem] % (spec.n + 1)
+            answer = int(self.answers[problem])
+            texts = [f"\\boxed{{{answer if i < c else answer + 1}}}" for i in range(spec.n)]
+            out.append([Completion(text=t, num_tokens=10 + i, finished=True) for i, t in enumerate(texts)])
+        if progress:
+            progress(len(prompts))
+        return out
+
+
+@pytest.fixture
+def scripted(monkeypatch, params: Params) -> Counter:
+    """``make_sampler`` returns a :class:`ScriptedSampler` over the pool as it is when the sampler is built."""
+
+    def make(*args, **kwargs):
+        return ScriptedSampler(pd.read_parquet(params.paths.curated / "train.parquet"))
+
+    c = Counter(make)
+    monkeypatch.setattr(lead.sampling, "make_sampler", c)
+    return c
+
+
+def _out(params: Params) -> pd.DataFrame:
+    return pd.read_parquet(params.paths.curated / calibrate.OUTPUT_NAME)
+
+
+def test_run_writes_the_calibrated_pool_reports_and_an_mlflow_run(params: Params, counter):
+    from mlflow.tracking import MlflowClient
+
+    summary = calibrate.run(params)
+    out = _out(params)
+    pool = pd.read_parquet(params.paths.curated / "train.parquet")
+    assert list(out.columns) == [*pool.columns, *calibrate.ADDED_COLUMNS]
+    assert out["id"].tolist() == pool["id"].tolist()
+    assert (out["k"] == 2).all() and (out["pass_rate"] == out["correct"] / 2).all()
+    assert out["keep"].tolist() == [0 < p < 1 for p in out["pass_rate"]]
+    assert (out["mean_length"] >= 1).all() and (out["mean_length"] <= 8).all()
+    assert (out["wilson_low"] <= out["pass_rate"]).all() and (out["pass_rate"] <= out["wilson_high"]).all()
+    assert counter.built == 1 and len(counter.prompts) == 40 and counter.calls == 3  # chunks of 16, 16, 8
+
+    reports = params.paths.reports / "calibrate"
+    assert json.loads((reports / "summary.json").read_text()) == summary
+    assert (summary["problems"], summary["sampled_problems"], summary["cached_problems"]) == (40, 40, 0)
+    assert summary["kept"] == int(out["keep"].sum()) and sum(summary["bands"].values()) == 40
+    assert summary["grader"]["total"] == 80 and summary["chunks"] == 3
+    histogram = pd.read_csv(reports / "histogram.csv")
+    assert histogram["pass_rate"].tolist() == [0.0, 0.5, 1.0] and histogram["problems"].sum() == 40
+    assert histogram["kept"].tolist() == [0, 1, 0]
+    assert (reports / "pass_rate_histogram.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    client = MlflowClient(params.tracking.uri)
+    experiment = client.get_experiment_by_name(params.tracking.experiment)
+    runs = client.search_runs([experiment.experiment_id], "tags.stage = 'calibrate'")
+    run = next(r for r in runs if r.data.tags["settings"] == summary["settings"])
+    assert run.info.status == "FINISHED"
+    assert run.data.metrics["problems"] == 40 and run.data.params["calibrate.samples"] == "2"
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "calibrate")}
+    assert "calibrate/pass_rate_histogram.png" in artifacts and "calibrate/summary.json" in artifacts
+
+
+def test_pass_rates_keep_bands_and_histogram_are_exact(params: Params, scripted):
+    params.calibrate.samples = 4
+    summary = calibrate.calibrate_pool(params)
+    out = _out(params)
+    expected = [j % 5 for j in range(40)]
+    assert out["correct"].tolist() == expected
+    assert out["keep"].tolist() == [0 < c < 4 for c in expected]
+    assert out["mean_length"].tolist() == [11.5] * 40
+    assert summary["histogram"] == {"0": 8, "0.25": 8, "0.5": 8, "0.75": 8, "1": 8}
+    assert summary["bands"] == {
+        "0": 8,
+        "(0, 0.25]": 8,
+        "(0.25, 0.5]": 8,
+        "(0.5, 0.75]": 8,
+        "(0.75, 1)": 0,
+        "1": 8,
+    }
+    assert summary["kept"] == 24 and summary["stage2_pool"] == 32
+    assert summary["grader"]["correct"] == sum(expected) and summary["grader"]["fast_path"] == 160
+    # Another stage-1 band from params: 0.25 < p < 1.
+    params.calibrate.min_pass_rate = 0.25
+    assert calibrate.calibrate_pool(params)["kept"] == 16
+
+
+def test_rerun_is_a_cache_hit_and_added_problems_alone_are_sampled(params: Params, scripted):
+    counter = scripted
+    first = calibrate.calibrate_pool(params)
+    before = _out(params)
+    counter.prompts.clear()
+    counter.built = 0
+
+    again = calibrate.calibrate_pool(params)
+    assert counter.built == 0 and counter.prompts == []  # no sampler built at all
+    assert (again["sampled_problems"], again["cached_problems"]) == (0, 40)
+    assert again["settings"] == first["settings"]
+    pd.testing.assert_frame_equal(_out(params), before)
+
+    pool = _write_pool(params, 46)
+    added = calibrate.calibrate_pool(params)
+    assert counter.built == 1 and (added["sampled_problems"], added["cached_problems"]) == (6, 40)
+    new = pool["problem"].tolist()[40:]
+    assert len(counter.prompts) == 6 and all(
+        p in prompt for p, prompt in zip(new, counter.prompts, strict=True)
+    )
+    pd.testing.assert_frame_equal(_out(params).iloc[:40], before)
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("calibrate", "temperature", 0.5),
+        ("calibrate", "seed", 1),
+        ("calibrate", "max_new_tokens", 6),
+        ("calibrate", "samples", 3),
+        ("model", "prompt_suffix", "\nAnswer in a box."),
+    ],
+)
+def test_changing_sampling_settings_invalidates_and_changing_back_reuses(
+    params, scripted, section, key, value
+):
+    calibrate.calibrate_pool(params)
+    old = getattr(getattr(params, section), key)
+    setattr(getattr(params, section), key, value)
+    assert calibrate.calibrate_pool(params)["sampled_problems"] == 40
+    setattr(getattr(params, section), key, old)
+    assert calibrate.calibrate_pool(params)["sampled_problems"] == 0  # results of both settings are kept
+
+
+def test_changing_the_model_invalidates_but_chunk_size_does_not(params: Params, scripted):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    calibrate.calibrate_pool(params)
+    params.calibrate.chunk_size = 7  # an execution knob: same settings, same cached draws
+    assert calibrate.calibrate_pool(params)["sampled_problems"] == 0
+    folder = params.paths.models / "warmstart"
+    model = AutoModelForCausalLM.from_pretrained(str(folder))
+    with torch.no_grad():
+        next(model.parameters()).add_(0.01)
+    model.save_pretrained(folder)
+    assert calibrate.calibrate_pool(params)["sampled_problems"] == 40
+
+
+def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: Params, monkeypatch):
+    reference_params = params.model_copy(deep=True)
+    reference_params.paths.curated = params.paths.curated.parent / "reference"
+    shutil.copytree(params.paths.curated, reference_params.paths.curated)
+    calibrate.calibrate_pool(reference_params)
+
+    crashing = Counter(lead.sampling.make_sampler, fail_on_call=2)
+    monkeypatch.setattr(lead.sampling, "make_sampler", crashing)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        calibrate.calibrate_pool(params)
+    cache_path = params.paths.curated / calibrate.CACHE_NAME
+    lines = [json.loads(line) for line in cache_path.read_text().splitlines()]
+    assert [row["kind"] for row in lines].count("result") == 16  # the first chunk survived
+    assert not (params.paths.curated / calibrate.OUTPUT_NAME).exists()
+    with cache_path.open("a") as fh:  # and a crash tore the next line in half
+        fh.write('{"kind": "result", "settings": "')
+
+    resumed = Counter(crashing.make)
+    monkeypatch.setattr(lead.sampling, "make_sampler", resumed)
+    summary = calibrate.calibrate_pool(params)
+    assert (summary["sampled_problems"], summary["cached_problems"]) == (24, 16)
+    assert len(resumed.prompts) == 24
+    # Chunk seeds depend only on chunk contents, so the resumed run drew exactly what the reference drew.
+    pd.testing.assert_frame_equal(_out(params), _out(reference_params))
+    cache = calibrate.CalibrationCache(cache_path)
+    assert cache.bad_lines == 0 and len(cache.results) == 40  # compacted: the torn line is gone
+
+
+def test_model_choice_and_missing_inputs_are_clear_errors(params: Params, scripted, tmp_path):
+    assert calibrate.model_path(params) == params.paths.models / "warmstart"
+    params.warmstart.enabled = False
+    params.model.base = str(params.paths.models / "warmstart")
+    assert calibrate.model_path(params) == params.model.base
+    assert calibrate.calibrate_pool(params)["problems"] == 40  # calibrates model.base directly
+    params.model.base = "tiny"
+    with pytest.raises(ValueError, match="exists only after warm start"):
+        calibrate.model_path(params)
+    params.warmstart.enabled = True
+    params.paths.models = tmp_path / "nowhere"
+    with pytest.raises(FileNotFoundError, match="run `lead warmstart` first"):
+        calibrate.model_path(params)
+    params.paths.curated = tmp_path / "empty"
+    with pytest.raises(FileNotFoundError, match="run `lead curate` first"):
+        calibrate.calibrate_pool(params)
+
+
+def test_cli_has_a_calibrate_command_in_pipeline_order():
+    from typer.testing import CliRunner
+
+    from lead.cli import STAGES, app
+
+    assert STAGES[: STAGES.index("calibrate") + 1][-2:] == ("warmstart", "calibrate")
+    result = CliRunner().invoke(app, ["calibrate", "--help"])
+    assert result.exit_code == 0 and "--set" in result.output
+
+
+def test_dvc_stage_declares_what_the_module_reads_and_writes():
+    import yaml
+
+    from lead.config import load_params
+    from tests.conftest import ROOT
+
+    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["calibrate"]
+    assert stage["cmd"] == "python -m lead.stages.calibrate"
+    assert {"lead/stages/calibrate.py", "${paths.curated}/train.parquet", "${paths.models}/warmstart"} <= set(
+        stage["deps"]
+    )
+    outs = {next(iter(o)) if isinstance(o, dict) else o: o for o in stage["outs"]}
+    assert f"${{paths.curated}}/{calibrate.OUTPUT_NAME}" in outs
+    cache_out = outs[f"${{paths.curated}}/{calibrate.CACHE_NAME}"]
+    assert cache_out[f"${{paths.curated}}/{calibrate.CACHE_NAME}"] == {"persist": True, "cache": False}
+    plots = [next(iter(p)) for p in stage["plots"]]
+    assert plots == [
+        "${paths.reports}/calibrate/histogram.csv",
+        "${paths.reports}/calibrate/pass_rate_histogram.png",
+    ]
+    assert next(iter(stage["metrics"][0])) == "${paths.reports}/calibrate/summary.json"
+    # Every declared param exists in params.yaml (DVC would fail on a missing one only at repro time).
+    data = load_params(ROOT / "params.yaml").model_dump(by_alias=True)
+    for key in stage["params"]:
+        node = data
+        for part in key.split("."):
+            node = node[part]

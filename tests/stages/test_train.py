@@ -1,0 +1,120 @@
+"""The train stage and LEADTrainer on the tiny model: advantages, metrics, MLflow, checkpoints and resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import mlflow
+import numpy as np
+import pytest
+
+from lead.advantages import lead_advantages
+from lead.config import Params
+from lead.rewards import Outcome, lead_rewards
+from lead.stages import curate, train
+from lead.training import trainer as seam
+
+
+@pytest.fixture
+def rl_params(small_params: Params, tiny_model) -> Params:
+    """Seconds-sized RL settings starting from the untrained tiny model of the fixture."""
+    curate.run(small_params)
+    (small_params.paths.models).mkdir(parents=True, exist_ok=True)
+    os.symlink(tiny_model[0], small_params.paths.models / "warmstart")
+    t = small_params.train
+    t.preset, t.learning_rate = "paper", 1e-3
+    t.num_generations, t.batch_size, t.max_completion_length = 4, 8, 12
+    t.max_steps, t.save_steps, t.logging_steps = 2, 1, 1
+    return small_params
+
+
+CYCLE = [Outcome.CORRECT, Outcome.WRONG, Outcome.CORRECT, Outcome.UNFINISHED]
+
+
+def test_lead_trainer_replaces_advantages_with_lead_maths(rl_params, monkeypatch):
+    """Whatever the model writes, the advantages TRL trains on are exactly lead_advantages(lead_rewards(...))."""
+    monkeypatch.setattr(seam, "classify", lambda texts, *a, **k: [CYCLE[i % 4] for i in range(len(texts))])
+    seen = []
+    original = seam.LEADTrainer._generate_and_score_completions
+
+    def spy(self, inputs):
+        out = original(self, inputs)
+        seen.append((dict(self._lead_batch), out["advantages"].clone(), out["completion_mask"].sum(1)))
+        return out
+
+    monkeypatch.setattr(seam.LEADTrainer, "_generate_and_score_completions", spy)
+    train.run(rl_params)
+    assert len(seen) == 2
+    for batch, advantages, lengths in seen:
+        assert [Outcome(seam.OUTCOMES[c]) for c in batch["codes"]] == CYCLE * 2
+        np.testing.assert_array_equal(batch["lengths"], lengths.numpy())
+        rewards = lead_rewards(CYCLE * 2, batch["lengths"], 4, wrong=-1.0, unfinished=-1.0, degenerate=-1.0)
+        np.testing.assert_allclose(batch["rewards"], rewards)
+        np.testing.assert_allclose(advantages.numpy(), lead_advantages(rewards, 4), rtol=1e-6, atol=1e-6)
+
+
+def test_train_stage_saves_the_model_and_logs_lead_metrics(rl_params):
+    from transformers import AutoModelForCausalLM
+
+    summary = train.run(rl_params)
+    assert summary["steps"] == 2 and summary["resumed_from"] is None
+    assert json.loads((rl_params.paths.reports / "train.json").read_text()) == summary
+    AutoModelForCausalLM.from_pretrained(str(train.model_dir(rl_params)))
+    mlflow.set_tracking_uri(rl_params.tracking.uri)
+    run = mlflow.get_run(summary["mlflow_run_id"])
+    assert run.data.tags["stage"] == "train" and run.info.status == "FINISHED"
+    for key in ("lead/share_correct", "lead/rho_mean", "lead/dropped_groups", "lead/step_seconds", "reward"):
+        assert key in run.data.metrics, key
+    assert run.data.params["train.preset"] == "paper"
+
+
+def test_a_crash_marks_the_mlflow_run_failed(rl_params, monkeypatch):
+    def boom(self, *a, **k):
+        raise RuntimeError("simulated crash")
+
+    monkeypatch.setattr(seam.LEADTrainer, "train", boom)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train.run(rl_params)
+    mlflow.set_tracking_uri(rl_params.tracking.uri)
+    (run,) = mlflow.search_runs(
+        experiment_names=["lead"], filter_string="tags.stage = 'train'", output_format="list"
+    )
+    assert run.info.status == "FAILED"
+
+
+def test_checkpoints_from_other_params_are_not_resumed(rl_params):
+    train.run(rl_params)
+    rl_params.train.alpha = 0.1  # a different method: its checkpoints must not be continued
+    summary = train.run(rl_params)
+    assert summary["resumed_from"] is None
+
+
+@pytest.mark.slow
+def test_sigkill_then_rerun_resumes_into_the_same_mlflow_run(rl_params, tmp_path):
+    """Kill -9 mid-run; the rerun continues from the last complete checkpoint, in the same MLflow run."""
+    import yaml
+
+    rl_params.train.max_steps = 40
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(rl_params.model_dump(mode="json", by_alias=True)))
+    cmd = [sys.executable, "-m", "lead.stages.train", "--params", str(path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpt = train.checkpoint_dir(rl_params)
+    deadline = time.time() + 240
+    while time.time() < deadline and not train.last_complete_checkpoint(ckpt):
+        time.sleep(0.5)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = train.last_complete_checkpoint(ckpt)
+    assert killed_at is not None, "no checkpoint was written before the kill"
+    run_id = json.loads((ckpt / train.RUN_FILE).read_text())["run_id"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    summary = json.loads((rl_params.paths.reports / "train.json").read_text())
+    assert summary["resumed_from"] is not None
+    assert int(summary["resumed_from"].split("-")[1]) >= int(killed_at.name.split("-")[1])
+    assert summary["steps"] == 40
+    assert summary["mlflow_run_id"] == run_id

@@ -1,0 +1,48 @@
+"""Presets and ablation switches resolve to the documented settings."""
+
+import pytest
+
+from lead.config import TrainParams
+from lead.training.presets import resolve
+
+
+def test_faithful_is_the_reference_code():
+    r = resolve(TrainParams(preset="faithful"))
+    s = r.lead
+    assert (s.correct, s.wrong, s.unfinished, s.degenerate) == (1.0, -1.0, 0.0, -2.0)
+    assert s.before_think_close and s.length_gate == 4000 and s.alpha == 0.05 and s.reweight
+    assert (r.loss_type, r.learning_rate, r.entropy_coef, r.epsilon_high) == ("grpo", 1e-6, 0.001, 0.2)
+    assert not r.mask_truncated
+
+
+def test_paper_scores_only_correct_or_incorrect_and_has_no_gate():
+    s = resolve(TrainParams(preset="paper")).lead
+    assert (s.wrong, s.unfinished, s.degenerate) == (-1.0, -1.0, -1.0)
+    assert s.length_gate is None and not s.before_think_close
+
+
+def test_improved_scores_truncation_as_wrong_with_dapo_and_clip_higher():
+    r = resolve(TrainParams(preset="improved"))
+    assert r.lead.truncation == "wrong" and r.loss_type == "dapo" and r.epsilon_high == 0.28
+    assert resolve(TrainParams(preset="improved", truncation="mask")).mask_truncated
+
+
+@pytest.mark.parametrize(
+    ("switches", "alpha", "wrong", "reweight"),
+    [
+        ({"length_reward": False, "penalty": False, "reweight": False}, 0.0, 0.0, False),  # GRPO
+        ({"penalty": False, "reweight": False}, 0.05, 0.0, False),  # GRPO + L
+        ({"penalty": False}, 0.05, 0.0, True),  # GRPO + L + AD
+        ({}, 0.05, -1.0, True),  # GRPO-LEAD
+    ],
+)
+def test_ablation_switches(switches, alpha, wrong, reweight):
+    s = resolve(TrainParams(preset="paper", **switches)).lead
+    assert (s.alpha, s.wrong, s.reweight) == (alpha, wrong, reweight)
+    if not switches.get("penalty", True):
+        assert s.unfinished == s.degenerate == 0.0
+
+
+def test_explicit_params_override_the_preset():
+    r = resolve(TrainParams(preset="faithful", learning_rate=3e-5, length_gate_tokens=0, loss_type="dapo"))
+    assert (r.learning_rate, r.lead.length_gate, r.loss_type) == (3e-5, None, "dapo")
