@@ -5,7 +5,7 @@ difference is what LEAD adds per step: gathering outcomes, group shaping, reweig
 Goal: LEAD's overhead per step <= 2 %. Steps alternate between the two trainers in rounds so that a change
 in machine load hits both alike; the figure is the ratio of median step times.
 
-Run: ``python -m bench.trainer`` (needs the warm-started model: ``make run``).
+Run: ``python -m bench trainer`` (needs the warm-started model and the curated pool: ``make run``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from bench import Result, table
 
 GOAL = 1.02
 
@@ -68,7 +70,7 @@ def _trainer(kind: str, params, rows, out: Path, steps: int):
     return trainer, timer
 
 
-def main(steps: int = 12, rounds: int = 3) -> dict:
+def measure(steps: int = 12, rounds: int = 3) -> dict:
     """Median seconds per step of each trainer and LEAD's overhead ratio."""
     from lead.config import load_params
     from lead.stages.train import training_rows
@@ -100,5 +102,28 @@ def main(steps: int = 12, rounds: int = 3) -> dict:
     return result
 
 
+def run() -> Result:
+    """The ``python -m bench`` entry point."""
+    r = measure()
+    rows = [
+        ["GRPOTrainer + LEAD outcome reward", r["grpo_seconds_per_step"], r["steps_measured"]],
+        ["LEADTrainer", r["lead_seconds_per_step"], r["steps_measured"]],
+    ]
+    body = [
+        *table(["trainer", "median s/step", "steps measured"], rows),
+        "",
+        f"Batch {r['batch']}, params.yaml's train section, rounds alternating the order of the trainers.",
+    ]
+    return Result(
+        name="trainer",
+        title="LEADTrainer overhead per step",
+        ratio=r["ratio"],
+        ratio_label="LEADTrainer ÷ GRPOTrainer median step time",
+        goal=f"<= {GOAL}",
+        met=r["met"],
+        body=body,
+    )
+
+
 if __name__ == "__main__":
-    main()
+    run()

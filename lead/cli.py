@@ -198,7 +198,7 @@ def evaluate(
     metrics = stage.run(cfg)
     n = cfg.evaluate.samples
     title = f"{cfg.evaluate.model}: {n} samples/problem, T={cfg.evaluate.temperature}"
-    table = Table(title=title, box=box.SIMPLE)
+    table = Table(title=title, box=box.SIMPLE, pad_edge=False, collapse_padding=True)  # fits 80 columns
     columns = {
         "problems": "problems",
         "pass_at_1": "Pass@1",

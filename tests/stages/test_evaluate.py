@@ -57,6 +57,7 @@ def eval_params(small_params: Params, tiny_model, mlflow_store) -> Params:
         pa.Table.from_pylist(proxy_records(proxy_problems(small_params, "test"))), curated / "test.parquet"
     )
     shutil.copytree(tiny_model[0], small_params.paths.models / "warmstart")
+    small_params.evaluate.model = "warmstart"
     small_params.tracking.uri = mlflow_store
     return small_params
 
