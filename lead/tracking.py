@@ -56,7 +56,11 @@ def stage_run(
     mlflow.set_experiment(params.tracking.experiment)
     parent = os.environ.get(PARENT_RUN_ENV)
     tags = {"stage": stage, **({"mlflow.parentRunId": parent} if parent else {})}
-    run = mlflow.start_run(run_id=run_id) if run_id else mlflow.start_run(run_name=stage, tags=tags)
+    nested = mlflow.active_run() is not None  # inside the Prefect flow's parent run
+    if run_id:
+        run = mlflow.start_run(run_id=run_id, nested=nested)
+    else:
+        run = mlflow.start_run(run_name=stage, tags=tags, nested=nested)
     try:
         dumped = params.model_dump(mode="json", by_alias=True)
         if not run_id:  # params of a resumed run are already logged (and MLflow refuses to change them)
