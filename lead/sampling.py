@@ -10,6 +10,7 @@ problem, then the instruction suffix, no system prompt.
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,11 +44,13 @@ class Completion:
 
 
 class Sampler(Protocol):
-    """Anything that turns prompts into ``n`` completions each."""
+    """Anything that turns prompts into ``n`` completions each; ``close()`` frees its engine."""
 
     def sample(
         self, prompts: list[str], spec: SamplingSpec, progress: Progress | None = None
     ) -> list[list[Completion]]: ...
+
+    def close(self) -> None: ...
 
 
 def render_prompt(tokenizer, problem: str, suffix: str) -> str:
@@ -74,6 +77,9 @@ class TransformersSampler:
         self.tokenizer.padding_side = "left"
         self.model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=getattr(torch, dtype)).eval()
         self.batch_prompts = batch_prompts
+
+    def close(self) -> None:
+        """Nothing to stop: the model is freed with the sampler."""
 
     def sample(
         self, prompts: list[str], spec: SamplingSpec, progress: Progress | None = None
@@ -135,6 +141,16 @@ class VLLMSampler:
         self.llm = LLM(
             model=str(model_path), dtype=dtype, enforce_eager=True, max_model_len=max_model_len, **cpu
         )
+        # An engine process left running makes the interpreter hang at exit (multiprocessing joins it), so
+        # it is stopped at exit at the latest; atexit runs this before multiprocessing's own exit hook.
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Stop the engine process (idempotent). A second engine in the same process needs the first gone."""
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+            atexit.unregister(self.close)
 
     def sample(
         self, prompts: list[str], spec: SamplingSpec, progress: Progress | None = None

@@ -275,16 +275,30 @@ def _sample_missing(
 ):
     """Sample, grade and cache ``todo`` = [(problem key, problem, answer)] chunk by chunk; ``header`` (the
     settings line of a new key) goes in with the first chunk, so the file never describes settings that
-    have no result. Returns the grader statistics of these completions and the number of chunks."""
+    have no result. Returns the grader statistics of these completions, the number of chunks and the
+    seconds spent starting the sampler (loading the model; vLLM's engine start)."""
+    from lead.grading import GradeStats
+
+    if not todo:
+        return GradeStats(), 0, 0.0
+    started = time.perf_counter()
+    sampler = sampling.make_sampler(model, backend, dtype=params.model.dtype)
+    try:
+        tokenizer = getattr(sampler, "tokenizer", None) or _load_tokenizer(model)
+        start_seconds = time.perf_counter() - started
+        stats, chunks = _sample_chunks(params, sampler, tokenizer, todo, settings_hash, cache, header)
+    finally:
+        sampler.close()  # a vLLM engine process must not outlive the stage (nor block a second one)
+    return stats, chunks, start_seconds
+
+
+def _sample_chunks(params, sampler, tokenizer, todo, settings_hash, cache, header):
+    """The chunk loop of :func:`_sample_missing`: sample, check the shape, grade, append to the cache."""
     from lead.grading import GradeStats, grade_batch_with_stats
     from lead.progress import progress_bar
 
     cfg = params.calibrate
     stats = GradeStats()
-    if not todo:
-        return stats, 0
-    sampler = sampling.make_sampler(model, backend, dtype=params.model.dtype)
-    tokenizer = getattr(sampler, "tokenizer", None) or _load_tokenizer(model)
     chunks = [todo[i : i + cfg.chunk_size] for i in range(0, len(todo), cfg.chunk_size)]
     with progress_bar("calibrate: sampling", len(todo)) as advance:
         for j, chunk in enumerate(chunks, 1):
@@ -341,7 +355,9 @@ def calibrate_pool(params: Params) -> dict[str, Any]:
             todo[pk] = (pk, str(problem), str(answer))
     unique = len(set(problem_keys))
     sampling_started = time.perf_counter()
-    grader, chunks = _sample_missing(params, model, backend, list(todo.values()), key, cache, header)
+    grader, chunks, start_seconds = _sample_missing(
+        params, model, backend, list(todo.values()), key, cache, header
+    )
     sampling_seconds = time.perf_counter() - sampling_started
     cache.compact()
 
@@ -375,7 +391,8 @@ def calibrate_pool(params: Params) -> dict[str, Any]:
         "sampled_problems": len(todo),
         "cached_problems": unique - len(todo),
         "chunks": chunks,
-        "sampling_seconds": round(sampling_seconds, 2),
+        "sampling_seconds": round(sampling_seconds, 2),  # sampler start + sampling + grading + caching
+        "sampler_start_seconds": round(start_seconds, 2),
         "seconds": round(time.perf_counter() - started, 2),
         "backend": backend,
         "model": str(model),

@@ -300,6 +300,7 @@ def run(params: Params) -> dict[str, Any]:
             values.update({f"grader_{k}": getattr(stats, k) for k in GRADER_STATS})
             metrics.update({f"{name}.{k}": v for k, v in values.items()})
             sweeps[name] = budget_sweep(problems, ev.budgets, equal=equal)
+        sampler.close()
         seconds = round(time.perf_counter() - started, 1)
 
         _write_records(out / RECORDS, records)

@@ -206,6 +206,7 @@ def report(params: Params, backend: str = "auto") -> list[Any]:
     )
     with progress_bar("report: sampling", len(prompts)) as advance:
         groups = sampler.sample(prompts, spec, progress=advance)
+    sampler.close()
     flat = [c.text for g in groups for c in g]
     golds = [str(p.answer) for p in picked for _ in range(cfg.samples)]
     verdicts = grade_batch(flat, golds)

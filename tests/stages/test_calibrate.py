@@ -60,7 +60,7 @@ class Counter:
 
     def __init__(self, make, fail_on_call: int | None = None) -> None:
         self.make, self.fail_on_call = make, fail_on_call
-        self.built, self.calls, self.prompts = 0, 0, []
+        self.built, self.calls, self.closed, self.prompts = 0, 0, 0, []
 
     def __call__(self, *args, **kwargs):
         self.built += 1
@@ -76,6 +76,10 @@ class Counter:
                     raise RuntimeError("simulated crash")
                 counter.prompts.extend(prompts)
                 return inner.sample(prompts, spec, progress)
+
+            def close(self):
+                counter.closed += 1
+                inner.close()
 
         return Sampler()
 
@@ -106,6 +110,9 @@ class ScriptedSampler:
             progress(len(prompts))
         return out
 
+    def close(self) -> None:
+        """Nothing to stop."""
+
 
 @pytest.fixture
 def scripted(monkeypatch, params: Params) -> Counter:
@@ -135,7 +142,9 @@ def test_run_writes_the_calibrated_pool_reports_and_an_mlflow_run(params: Params
     assert out["keep"].tolist() == [0 < p < 1 for p in out["pass_rate"]]
     assert (out["mean_length"] >= 1).all() and (out["mean_length"] <= 8).all()
     assert (out["wilson_low"] <= out["pass_rate"]).all() and (out["pass_rate"] <= out["wilson_high"]).all()
-    assert counter.built == 1 and len(counter.prompts) == 40 and counter.calls == 3  # chunks of 16, 16, 8
+    assert (
+        counter.built == 1 and len(counter.prompts) == 40 and counter.calls == 3 and counter.closed == 1
+    )  # 16, 16, 8
 
     reports = params.paths.reports / "calibrate"
     assert json.loads((reports / "summary.json").read_text()) == summary
@@ -250,6 +259,7 @@ def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: P
     monkeypatch.setattr(lead.sampling, "make_sampler", crashing)
     with pytest.raises(RuntimeError, match="simulated crash"):
         calibrate.calibrate_pool(params)
+    assert crashing.closed == 1  # the sampler is stopped even when sampling fails
     cache_path = params.paths.curated / calibrate.CACHE_NAME
     lines = [json.loads(line) for line in cache_path.read_text().splitlines()]
     assert [row["kind"] for row in lines].count("result") == 16  # the first chunk survived

@@ -210,6 +210,9 @@ class ScriptedSampler:
             progress(len(prompts))
         return out
 
+    def close(self) -> None:
+        """Nothing to stop."""
+
 
 def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypatch, tmp_path):
     from transformers import AutoTokenizer

@@ -44,3 +44,15 @@ def test_vllm_cpu_serves_the_tiny_model(tiny_model):
     groups = sampler.sample(_prompts(tokenizer, problems), SamplingSpec(n=4, max_new_tokens=16, seed=0))
     assert [len(g) for g in groups] == [4, 4, 4]
     assert all(1 <= c.num_tokens <= 16 and isinstance(c.text, str) for g in groups for c in g)
+    sampler.close()
+    sampler.close()  # idempotent
+    # With the first engine stopped, a second one starts in the same process (the Prefect flow runs
+    # calibrate and evaluate in one process).
+    again = make_sampler(path, "vllm")
+    assert [
+        len(g) for g in again.sample(_prompts(tokenizer, problems), SamplingSpec(n=2, max_new_tokens=4))
+    ] == [
+        2,
+        2,
+        2,
+    ]
