@@ -10,8 +10,9 @@ training problems of the same draw. The model is the warm-started one (``<paths.
 2. incremental: calibrate the N + added problems; only the added ones are sampled.
 
 ratio = time(incremental) / time(full); the goal is ≤ 0.15. The incremental run still pays the fixed costs
-of a run (sampler start: ~15-20 s for vLLM-CPU, model fingerprint, MLflow, outputs), so the ratio falls as
-the pool grows and is highest on a small pool.
+of a run (sampler start: 25-40 s for vLLM-CPU's engine process on 2 shared cores, model fingerprint, MLflow,
+outputs), so the ratio falls as the pool grows and is highest on a small pool. ``ratio_without_start``
+reports the marginal cost alone.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def _trainer(kind: str, params, rows, out: Path, steps: int):
     return trainer, timer
 
 
-def measure(steps: int = 12, rounds: int = 3) -> dict:
+def measure(steps: int = 10, rounds: int = 2) -> dict:
     """Median seconds per step of each trainer and LEAD's overhead ratio."""
     from lead.config import load_params
     from lead.stages.train import training_rows
