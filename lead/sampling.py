@@ -11,6 +11,7 @@ problem, then the instruction suffix, no system prompt.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +58,12 @@ def render_prompt(tokenizer, problem: str, suffix: str) -> str:
     """The problem as the model sees it: ``problem + suffix`` in one user turn of the chat template."""
     messages = [{"role": "user", "content": problem + suffix}]
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def prompt_seed(seed: int, prompt: str) -> int:
+    """A 31-bit seed for one prompt: a hash of the run's seed and the prompt text."""
+    digest = hashlib.sha256(f"{seed}\x00{prompt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 def vllm_available() -> bool:
@@ -157,15 +164,21 @@ class VLLMSampler:
     ) -> list[list[Completion]]:
         from vllm import SamplingParams
 
-        params = SamplingParams(
-            n=spec.n,
-            temperature=spec.temperature,
-            top_p=spec.top_p,
-            top_k=spec.top_k if spec.top_k > 0 else -1,
-            min_p=spec.min_p,
-            max_tokens=spec.max_new_tokens,
-            seed=spec.seed,
-        )
+        # One seed per prompt, derived from the prompt's text: with a single seed every prompt of a call would
+        # draw the same random numbers (correlated samples across problems), and a text-derived seed makes a
+        # prompt's samples independent of which batch or chunk it lands in (cache and resume stay exact).
+        params = [
+            SamplingParams(
+                n=spec.n,
+                temperature=spec.temperature,
+                top_p=spec.top_p,
+                top_k=spec.top_k if spec.top_k > 0 else -1,
+                min_p=spec.min_p,
+                max_tokens=spec.max_new_tokens,
+                seed=prompt_seed(spec.seed, prompt),
+            )
+            for prompt in prompts
+        ]
         results = self.llm.generate(prompts, params, use_tqdm=False)
         out = []
         for result in results:

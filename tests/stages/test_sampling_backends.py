@@ -56,3 +56,11 @@ def test_vllm_cpu_serves_the_tiny_model(tiny_model):
         2,
         2,
     ]
+
+
+def test_prompt_seeds_differ_between_prompts_and_follow_the_run_seed():
+    from lead.sampling import prompt_seed
+
+    seeds = {prompt_seed(0, f"problem {i}") for i in range(1000)}
+    assert len(seeds) == 1000 and all(0 <= s < 2**31 for s in seeds)
+    assert prompt_seed(0, "a") == prompt_seed(0, "a") != prompt_seed(1, "a")
