@@ -320,6 +320,9 @@ class EvaluateParams(Section):
     min_p: float = Field(0.0, ge=0.0, lt=1.0)
     max_new_tokens: int = Field(256, ge=1, le=131072)
     seed: int = 0
+    repeats: int = Field(
+        1, ge=1, le=100, description="re-sample with seeds seed..seed+repeats-1; report the spread"
+    )
     model: str = Field(
         "warmstart",
         min_length=1,

@@ -30,6 +30,8 @@ Everything is logged to one MLflow run tagged ``stage=evaluate`` (undefined metr
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +64,23 @@ def model_path(params: Params) -> str:
             f"evaluate.model = {name!r}: {path} does not exist (run `lead {name}` first?)"
         )
     return str(path)
+
+
+def seed_summary(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """Metrics over repeats: the mean of each metric, and for more than one seed ``<metric>_std`` (sample std)
+    of the headline scores (``pass_at_*``, ``cons_at_*``, ``len_avg``)."""
+    if len(per_seed) == 1:
+        return per_seed[0]
+    out: dict[str, Any] = {}
+    for key in per_seed[0]:
+        values = [v[key] for v in per_seed]
+        if any(v is None for v in values):
+            out[key] = None
+            continue
+        out[key] = statistics.fmean(values)
+        if key.startswith(("pass_at_", "cons_at_", "len_avg")):
+            out[f"{key}_std"] = statistics.stdev(values)
+    return out
 
 
 def sampling_spec(params: Params):
@@ -166,6 +185,7 @@ def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
             ("problem_id", pa.string()),
             ("band", pa.string()),
             ("gold", pa.string()),
+            ("seed", pa.int64()),
             ("sample", pa.int32()),
             ("completion", pa.string()),
             ("answer", pa.string()),
@@ -285,21 +305,28 @@ def run(params: Params) -> dict[str, Any]:
         sweeps: dict[str, list[Any]] = {}
         for name, bench in prepared.items():
             prompts = [p for p, fit in zip(bench.prompts, bench.fits, strict=True) if fit]
-            groups = []
-            if prompts:
-                with progress_bar(f"evaluate {name}", len(prompts)) as advance:
-                    advance(0, status=f"{ev.samples} samples/problem, {backend}")
-                    groups = sampler.sample(prompts, spec, progress=advance)
-            rows, problems, stats = _score_benchmark(name, bench, groups, ev.samples)
-            records += rows
-            scored[name] = problems
-            # One cache of answer comparisons per benchmark: the scores, the sweep and the bands share it.
-            equal = cached_equal()
-            values = benchmark_metrics(problems, budgets=ev.budgets, equal=equal)
-            values["over_context"] = sum(not f for f in bench.fits)
-            values.update({f"grader_{k}": getattr(stats, k) for k in GRADER_STATS})
-            metrics.update({f"{name}.{k}": v for k, v in values.items()})
-            sweeps[name] = budget_sweep(problems, ev.budgets, equal=equal)
+            per_seed = []
+            for repeat in range(ev.repeats):
+                # Repeats re-sample the same problems with seeds seed, seed+1, ...: the spread over them is
+                # the sampling noise of every score (AIME has only 30 problems).
+                seeded = dataclasses.replace(spec, seed=spec.seed + repeat)
+                groups = []
+                if prompts:
+                    with progress_bar(f"evaluate {name}", len(prompts)) as advance:
+                        advance(0, status=f"{ev.samples} samples/problem, seed {seeded.seed}, {backend}")
+                        groups = sampler.sample(prompts, seeded, progress=advance)
+                rows, problems, stats = _score_benchmark(name, bench, groups, ev.samples)
+                records += [{**row, "seed": seeded.seed} for row in rows]
+                # One cache of answer comparisons per run: the scores, the sweep and the bands share it.
+                equal = cached_equal()
+                values = benchmark_metrics(problems, budgets=ev.budgets, equal=equal)
+                values["over_context"] = sum(not f for f in bench.fits)
+                values.update({f"grader_{k}": getattr(stats, k) for k in GRADER_STATS})
+                per_seed.append(values)
+                if repeat == 0:  # plots show the first seed
+                    scored[name] = problems
+                    sweeps[name] = budget_sweep(problems, ev.budgets, equal=equal)
+            metrics.update({f"{name}.{k}": v for k, v in seed_summary(per_seed).items()})
         sampler.close()
         seconds = round(time.perf_counter() - started, 1)
 

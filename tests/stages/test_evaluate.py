@@ -23,6 +23,7 @@ RECORD_COLUMNS = [
     "problem_id",
     "band",
     "gold",
+    "seed",
     "sample",
     "completion",
     "answer",
@@ -280,3 +281,31 @@ def test_evaluate_with_the_vllm_backend(eval_params: Params):
     assert 0.0 <= metrics["proxy.pass_at_1"] <= 1.0 and metrics["proxy.len_avg"] > 0
     (run,) = _evaluate_runs(eval_params)
     assert run.data.tags["backend"] == "vllm" and run.info.status == "FINISHED"
+
+
+def test_repeats_resample_with_successive_seeds_and_report_the_spread(eval_params: Params):
+    ev = eval_params.evaluate
+    ev.benchmarks, ev.max_problems, ev.samples = ["proxy"], 3, 2
+    ev.max_new_tokens, ev.budgets, ev.backend, ev.repeats, ev.seed = 6, [6], "transformers", 3, 5
+    metrics = evaluate.run(eval_params)
+    records = _records(eval_params)
+    assert sorted({r["seed"] for r in records}) == [5, 6, 7]
+    assert len(records) == 3 * 3 * 2
+    assert metrics["proxy.pass_at_1_std"] >= 0.0 and "proxy.len_avg_std" in metrics
+    # The reported score is the mean over the seeds' scores.
+    per_seed = [sum(r["correct"] for r in records if r["seed"] == s) / 6 for s in (5, 6, 7)]
+    assert metrics["proxy.pass_at_1"] == pytest.approx(sum(per_seed) / 3)
+
+
+def test_seed_summary_means_and_spreads():
+    summary = evaluate.seed_summary(
+        [
+            {"pass_at_1": 0.2, "len_avg": 10.0, "over_context": 1},
+            {"pass_at_1": 0.4, "len_avg": 14.0, "over_context": 1},
+        ]
+    )
+    assert summary["pass_at_1"] == pytest.approx(0.3) and summary["pass_at_1_std"] == pytest.approx(
+        0.1414, abs=1e-4
+    )
+    assert summary["len_avg_std"] == pytest.approx(2.8284, abs=1e-4) and "over_context_std" not in summary
+    assert evaluate.seed_summary([{"pass_at_1": 0.2}]) == {"pass_at_1": 0.2}
