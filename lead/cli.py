@@ -220,13 +220,45 @@ def evaluate(
     console.print(f"records, metrics.json and plots → {stage.output_dir(cfg)}")
 
 
-STAGES = ("curate", "warmstart", "calibrate", "train", "evaluate")
+@app.command()
+def register(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
+    """Register the trained model in MLflow (lineage tags, review description) and run the champion gate."""
+    from lead.stages import register as stage
+
+    s = stage.run(_params(path, overrides))
+    console.print(
+        f"{s['model_name']} version {s['version']} → @{', @'.join(s['aliases'])}; "
+        f"{'promoted' if s['promoted'] else 'not promoted'}: {'; '.join(s['gate'])}",
+        highlight=False,
+    )
+
+
+@app.command()
+def promote(
+    version: Annotated[str, typer.Argument(help="The registered model version to make @champion.")],
+    reason: Annotated[str, typer.Option(help="Why (recorded on the version).")],
+    path: ParamsOpt = DEFAULT_PARAMS,
+    overrides: SetOpt = None,
+) -> None:
+    """Move @champion to VERSION by hand, whatever the gate said; the move and its reason are recorded."""
+    from mlflow.exceptions import MlflowException
+
+    from lead.stages import register as stage
+
+    try:
+        s = stage.promote(_params(path, overrides), version, reason)
+    except (MlflowException, ValueError) as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    console.print(f"{s['model_name']}@champion → version {s['champion']} ({s['reason']})", highlight=False)
 
 
 @app.command()
 def pipeline(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
     """Run every stage in order, in this process (``dvc repro`` does the same, skipping what is up to date)."""
     import importlib
+
+    from lead.stages import STAGES
 
     cfg = _params(path, overrides)
     for name in STAGES:

@@ -225,6 +225,9 @@ class CalibrateParams(Section):
     max_new_tokens: int = Field(256, ge=1, le=131072)
     min_pass_rate: float = Field(0.0, ge=0.0, le=1.0, description="keep problems with pass rate > this")
     max_pass_rate: float = Field(1.0, ge=0.0, le=1.0, description="keep problems with pass rate < this")
+    keep_inclusive: Literal["neither", "both", "left", "right"] = Field(
+        "neither", description="which ends of the keep band are closed (both: min <= p <= max)"
+    )
     seed: int = 0
     backend: Literal["auto", "vllm", "transformers"] = Field(
         "auto", description="sampling backend; auto = vLLM when it imports, else transformers"

@@ -3,3 +3,6 @@
 Each stage reads its section of ``params.yaml`` and its input files, calls the pure core (``lead/*.py``),
 writes its outputs atomically and a metrics JSON. Tests call ``run`` directly on a temporary folder.
 """
+
+# The DAG's order (dvc.yaml's stages, the Prefect flow's tasks, `lead pipeline`).
+STAGES = ("curate", "warmstart", "calibrate", "train", "evaluate", "register")

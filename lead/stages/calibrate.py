@@ -11,7 +11,8 @@ Outputs
 -------
 * ``<paths.curated>/calibrated.parquet`` — the **whole pool** (every input column, input order) plus ``k,
   correct, pass_rate, wilson_low, wilson_high, mean_length, band`` and a boolean ``keep`` =
-  ``calibrate.min_pass_rate < p < calibrate.max_pass_rate`` (stage 1; default 0 < p < 1). All rows are kept
+  ``calibrate.min_pass_rate < p < calibrate.max_pass_rate`` (stage 1; default 0 < p < 1; ``keep_inclusive``
+  closes either end). All rows are kept
   rather than only the kept ones because the later curriculum stage re-selects from the same pool with
   another rule (p ≤ 0.75, zero included: :func:`lead.difficulty.stage2_pool`); the train stage reads
   ``keep``.
@@ -69,6 +70,13 @@ MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".jinja", ".txt", ".mode
 # Columns added to the pool: the per-problem record (lead.difficulty.ProblemCalibration), then band and keep.
 RECORD_COLUMNS = tuple(f.name for f in fields(difficulty.ProblemCalibration))
 ADDED_COLUMNS = (*RECORD_COLUMNS, "band", "keep")
+
+
+def keep_rule(cfg) -> str:
+    """``0 < pass_rate < 1``: the stage-1 band as text, with its closed ends as ``<=``."""
+    low = "<=" if cfg.keep_inclusive in ("both", "left") else "<"
+    high = "<=" if cfg.keep_inclusive in ("both", "right") else "<"
+    return f"{cfg.min_pass_rate:g} {low} pass_rate {high} {cfg.max_pass_rate:g}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -370,7 +378,7 @@ def calibrate_pool(params: Params) -> dict[str, Any]:
         out[name] = [getattr(r, name) for r in records]
     rates = [r.pass_rate for r in records]
     out["band"] = [difficulty.band_of(p, cfg.bands) for p in rates]
-    out["keep"] = difficulty.band_mask(rates, cfg.min_pass_rate, cfg.max_pass_rate, "neither")
+    out["keep"] = difficulty.band_mask(rates, cfg.min_pass_rate, cfg.max_pass_rate, cfg.keep_inclusive)
     with atomic_path(params.paths.curated / OUTPUT_NAME) as tmp:
         out.to_parquet(tmp, index=False)
 
@@ -380,7 +388,7 @@ def calibrate_pool(params: Params) -> dict[str, Any]:
         "problems": len(out),
         "unique_problems": unique,
         "samples_per_problem": cfg.samples,
-        "keep_rule": f"{cfg.min_pass_rate:g} < pass_rate < {cfg.max_pass_rate:g}",
+        "keep_rule": keep_rule(cfg),
         "kept": kept,
         "kept_share": round(kept / len(out), 4) if len(out) else 0.0,
         "stage2_pool": len(difficulty.stage2_pool(records)),
@@ -401,7 +409,9 @@ def calibrate_pool(params: Params) -> dict[str, Any]:
     }
     reports = params.paths.reports / REPORT_DIR
     write_json(reports / "summary.json", summary)
-    kept_at = [difficulty.in_band(p, cfg.min_pass_rate, cfg.max_pass_rate) for p, _ in histogram]
+    kept_at = [
+        difficulty.in_band(p, cfg.min_pass_rate, cfg.max_pass_rate, cfg.keep_inclusive) for p, _ in histogram
+    ]
     write_text(
         reports / "histogram.csv",
         "pass_rate,problems,kept\n"

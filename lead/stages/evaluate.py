@@ -23,7 +23,8 @@ Outputs under ``<paths.reports>/evaluate/``:
 * ``metrics.json`` -- flat ``<benchmark>.<metric>`` names (MLflow keys cannot hold ``@``: ``pass_at_1``,
   ``cons_at_8``, ``len_avg``, ``budget_128.pass_at_1``, ``level_3.precision``, ``grader_timeouts``, ...);
   ``null`` where a metric is undefined (e.g. the length of correct samples when none is correct);
-* ``accuracy_vs_length.png`` and ``budget_curve.png``.
+* ``accuracy_vs_length.png`` and ``budget_curve.png``;
+* ``run.json`` -- the model path evaluated and the MLflow run id (for the register stage).
 
 Everything is logged to one MLflow run tagged ``stage=evaluate`` (undefined metrics are left out there).
 """
@@ -43,6 +44,7 @@ from lead.stages._common import stage_main
 
 RECORDS = "samples.parquet"
 METRICS = "metrics.json"
+RUN = "run.json"  # which model was evaluated, in which MLflow run (read by register)
 ACCURACY_PLOT = "accuracy_vs_length.png"
 BUDGET_PLOT = "budget_curve.png"
 GRADER_STATS = ("fast_path", "verified", "no_answer", "unparseable", "timeouts")
@@ -288,7 +290,7 @@ def run(params: Params) -> dict[str, Any]:
     out = output_dir(params)
     out.mkdir(parents=True, exist_ok=True)
 
-    with stage_run(params, "evaluate", log_sections=("evaluate",)):
+    with stage_run(params, "evaluate", log_sections=("evaluate",)) as run:
         started = time.perf_counter()
         # vLLM's engine is sized to the longest prompt + budget, not the model's full context.
         sampler = make_sampler(
@@ -332,6 +334,7 @@ def run(params: Params) -> dict[str, Any]:
 
         _write_records(out / RECORDS, records)
         write_json(out / METRICS, metrics)
+        write_json(out / RUN, {"mlflow_run_id": run.info.run_id, "model_path": path})
         _plots(out, scored, sweeps, ev.samples)
         mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None})
         mlflow.log_metric("seconds", seconds)

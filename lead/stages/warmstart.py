@@ -8,8 +8,9 @@ One code path for both uses:
   load that model and fine-tune it on that set (e.g. the paper's QwQ-32B solutions).
 
 Output: ``<paths.models>/warmstart`` (safetensors + tokenizer, Hugging Face layout) and
-``<paths.reports>/warmstart.json`` (time, steps, loss). ``warmstart.enabled: false`` copies nothing and
-just points later stages at ``model.base`` (for a model that needs no SFT).
+``<paths.reports>/warmstart.json`` (time, steps, loss). ``warmstart.enabled: false`` trains nothing and
+points later stages at ``model.base`` (for a model that needs no SFT); the output folder then holds only
+``skipped.json`` saying so.
 
 ``lead warmstart --report`` samples the saved model on the proxy training problems and prints the pass
 rate by difficulty level, the share of problems with reward spread, and how much lengths vary.
@@ -25,6 +26,8 @@ from typing import Any
 from lead.config import Params
 from lead.io import atomic_path, write_json
 from lead.stages._common import stage_main
+
+SKIPPED = "skipped.json"  # the whole content of <paths.models>/warmstart when warmstart.enabled is false
 
 
 def model_dir(params: Params) -> Path:
@@ -142,6 +145,11 @@ def run(params: Params) -> dict[str, Any]:
     out = model_dir(params)
     if not params.warmstart.enabled:
         summary = {"enabled": False, "model": params.model.base}
+        # The folder still exists, holding only this note, so that DVC's declared output is there and the
+        # DAG stays the same whether or not the warm start runs.
+        with atomic_path(out) as tmp:
+            tmp.mkdir()
+            write_json(tmp / SKIPPED, summary)
         write_json(params.paths.reports / "warmstart.json", summary)
         return summary
     started = time.perf_counter()

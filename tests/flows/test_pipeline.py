@@ -1,43 +1,48 @@
-"""The Prefect flow runs the same stage code, with params overrides, under one MLflow parent run."""
+"""The Prefect flow runs the DVC stages, with params overrides, under one MLflow parent run."""
 
 import mlflow
 import pytest
-import yaml
+from mlflow import MlflowClient
 
-from lead.config import Params
+from lead.config import ParamsError
+from lead.stages import STAGES
 
 
-@pytest.fixture
-def params_file(small_params: Params, tmp_path, monkeypatch):
+@pytest.fixture(autouse=True)
+def prefect_home(tmp_path, monkeypatch):
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
-    path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(small_params.model_dump(mode="json", by_alias=True)))
-    return path
 
 
-def test_flow_runs_stages_with_overrides_under_a_parent_run(params_file, small_params: Params):
+@pytest.mark.slow
+def test_flow_runs_dvc_stages_with_overrides_under_a_parent_run(workspace):
     from flows.pipeline import lead_pipeline
 
-    result = lead_pipeline(
-        overrides=["curate.proxy.train_problems=30"], params_path=str(params_file), stages=["curate"]
-    )
-    assert result["stages"]["curate"]["train"] == 30
-    mlflow.set_tracking_uri(small_params.tracking.uri)
+    original = (workspace / "params.yaml").read_bytes()
+    overrides = ["evaluate.max_new_tokens=48", "evaluate.budgets=[24,48]"]
+    result = lead_pipeline(overrides=overrides, workspace=str(workspace))
+
+    assert list(result["stages"]) == list(STAGES)
+    assert result["stages"]["evaluate"]["proxy.budget_24.pass_at_1"] is not None  # the override reached it
+    assert (workspace / "params.yaml").read_bytes() == original  # restored after the run
+    mlflow.set_tracking_uri(f"sqlite:///{workspace / 'mlflow.db'}")  # the workspace's default store
     parent = mlflow.get_run(result["mlflow_parent_run_id"])
     assert parent.data.tags["stage"] == "pipeline" and parent.info.status == "FINISHED"
-    assert parent.data.params["overrides"] == "curate.proxy.train_problems=30"
-    (child,) = mlflow.search_runs(
-        experiment_names=["lead"], filter_string="tags.stage = 'curate'", output_format="list"
+    assert parent.data.params["overrides"] == " ".join(overrides)
+    (evaluate,) = mlflow.search_runs(
+        experiment_names=["lead"],
+        filter_string=f"tags.stage = 'evaluate' and tags.mlflow.parentRunId = '{parent.info.run_id}'",
+        output_format="list",
     )
-    assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert evaluate.data.params["evaluate.max_new_tokens"] == "48"
+    version = result["stages"]["register"]["version"]
+    tags = MlflowClient().get_model_version("lead-e2e", str(version)).tags
+    assert tags["mlflow.parent_run_id"] == parent.info.run_id
 
 
-def test_bad_params_or_stage_names_stop_before_any_stage(params_file, small_params: Params):
+def test_bad_params_or_stage_names_stop_before_any_stage(workspace):
     from flows.pipeline import lead_pipeline
-    from lead.config import ParamsError
 
     with pytest.raises(ParamsError, match=r"train\.num_generations = 3"):
-        lead_pipeline(overrides=["train.num_generations=3"], params_path=str(params_file))
+        lead_pipeline(overrides=["train.num_generations=3"], workspace=str(workspace))
     with pytest.raises(ValueError, match="unknown stage"):
-        lead_pipeline(params_path=str(params_file), stages=["curate", "deploy"])
-    assert not (small_params.paths.curated / "train.parquet").exists()
+        lead_pipeline(workspace=str(workspace), stages=["curate", "deploy"])

@@ -299,7 +299,8 @@ def test_model_choice_and_missing_inputs_are_clear_errors(params: Params, script
 def test_cli_has_a_calibrate_command_in_pipeline_order():
     from typer.testing import CliRunner
 
-    from lead.cli import STAGES, app
+    from lead.cli import app
+    from lead.stages import STAGES
 
     assert STAGES[: STAGES.index("calibrate") + 1][-2:] == ("warmstart", "calibrate")
     result = CliRunner().invoke(app, ["calibrate", "--help"])

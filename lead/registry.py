@@ -1,0 +1,165 @@
+"""Model-registry review, pure: the champion/challenger gate and the description a reviewer reads.
+
+A trained model is registered as a new version carrying its evaluation scores. It is compared with the
+current ``@champion`` on the *same protocol* (same benchmarks, samples, temperature, token budget, ...); the
+gate promotes it when, on every benchmark,
+
+    Pass@1(candidate) ≥ Pass@1(champion) − pass_tolerance      and
+    Len_avg(candidate) ≤ Len_avg(champion) · (1 + length_tolerance)
+
+— GRPO-LEAD's promise: at least as accurate, no longer. Without a champion the first version passes; against a
+champion scored under another protocol nothing can be concluded, so the gate refuses (``lead promote`` can
+still move the alias, with a reason).
+
+No MLflow here: :mod:`lead.stages.register` does the I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lead.io import sha256_text
+
+HEADLINE = ("pass_at_1", "len_avg")  # what the gate judges, per benchmark
+# Evaluate params that change the measurement; model and backend do not (both backends sample the same way).
+PROTOCOL_EXCLUDED = ("model", "backend")
+METRIC_TAG = "eval.{benchmark}.{metric}"
+
+Scores = dict[str, dict[str, float | None]]  # benchmark -> {pass_at_1, len_avg}
+
+
+def headline_scores(metrics: Mapping[str, Any], benchmarks: Iterable[str]) -> Scores:
+    """``{"aime24": {"pass_at_1": .., "len_avg": ..}}`` from evaluate's flat ``<benchmark>.<metric>`` dict."""
+    return {b: {m: metrics.get(f"{b}.{m}") for m in HEADLINE} for b in benchmarks}
+
+
+def protocol(evaluate_section: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of ``params.evaluate`` that defines the measurement (everything but the model and backend)."""
+    return {k: v for k, v in sorted(evaluate_section.items()) if k not in PROTOCOL_EXCLUDED}
+
+
+def protocol_id(evaluate_section: Mapping[str, Any]) -> str:
+    """A short stable hash of :func:`protocol`: two versions are comparable only when theirs are equal."""
+    return sha256_text(json.dumps(protocol(evaluate_section), sort_keys=True))[:12]
+
+
+def score_tags(scores: Scores) -> dict[str, str]:
+    """Scores as model-version tags (``eval.aime24.pass_at_1 = 0.3125``), so a later gate can read them."""
+    return {
+        METRIC_TAG.format(benchmark=b, metric=m): repr(v)
+        for b, values in scores.items()
+        for m, v in values.items()
+        if v is not None
+    }
+
+
+def scores_from_tags(tags: Mapping[str, str]) -> Scores:
+    """The inverse of :func:`score_tags`."""
+    out: Scores = {}
+    for key, value in tags.items():
+        parts = key.split(".")
+        if len(parts) == 3 and parts[0] == "eval" and parts[2] in HEADLINE:
+            out.setdefault(parts[1], {})[parts[2]] = float(value)
+    return out
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """Whether the challenger becomes champion, and why (one reason per check that decided)."""
+
+    promote: bool
+    reasons: tuple[str, ...]
+
+    def summary(self) -> str:
+        verdict = "passed" if self.promote else "failed"
+        return f"gate {verdict}: " + "; ".join(self.reasons)
+
+
+def gate(
+    candidate: Scores,
+    champion: Scores | None,
+    *,
+    pass_tolerance: float,
+    length_tolerance: float,
+    same_protocol: bool = True,
+) -> GateDecision:
+    """The promotion rule of the module docstring, benchmark by benchmark."""
+    if champion is None:
+        return GateDecision(True, ("no champion yet",))
+    if not same_protocol:
+        return GateDecision(False, ("the champion was evaluated under another protocol: not comparable",))
+    reasons: list[str] = []
+    ok = True
+    for bench, cand in candidate.items():
+        champ = champion.get(bench)
+        if not champ or champ.get("pass_at_1") is None:
+            ok = False
+            reasons.append(f"{bench}: the champion has no score")
+            continue
+        p, p0 = cand["pass_at_1"] or 0.0, champ["pass_at_1"]
+        if p < p0 - pass_tolerance:
+            ok = False
+            reasons.append(f"{bench}: Pass@1 {p:.4f} < champion {p0:.4f} - {pass_tolerance}")
+        else:
+            reasons.append(f"{bench}: Pass@1 {p:.4f} vs {p0:.4f} ok")
+        n, n0 = cand.get("len_avg"), champ.get("len_avg")
+        if n is not None and n0 is not None:
+            if n > n0 * (1 + length_tolerance):
+                ok = False
+                reasons.append(f"{bench}: Len_avg {n:.1f} > champion {n0:.1f} x (1 + {length_tolerance})")
+            else:
+                reasons.append(f"{bench}: Len_avg {n:.1f} vs {n0:.1f} ok")
+    return GateDecision(ok, tuple(reasons))
+
+
+def _fmt(value: float | None, digits: int) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def comparison_table(candidate: Scores, champion: Scores | None, champion_label: str = "champion") -> str:
+    """A markdown table: Pass@1 and Len_avg of the candidate against the champion, with the differences."""
+    lines = [
+        f"| benchmark | Pass@1 | {champion_label} Pass@1 | Δ | Len_avg | {champion_label} Len_avg | Δ |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for bench, cand in candidate.items():
+        champ = (champion or {}).get(bench, {})
+        p, p0 = cand.get("pass_at_1"), champ.get("pass_at_1")
+        n, n0 = cand.get("len_avg"), champ.get("len_avg")
+        dp = None if p is None or p0 is None else p - p0
+        dn = None if n is None or n0 is None else n - n0
+        lines.append(
+            f"| {bench} | {_fmt(p, 4)} | {_fmt(p0, 4)} | {'' if dp is None else f'{dp:+.4f}'} "
+            f"| {_fmt(n, 1)} | {_fmt(n0, 1)} | {'' if dn is None else f'{dn:+.1f}'} |"
+        )
+    return "\n".join(lines)
+
+
+def description(
+    *,
+    candidate: Scores,
+    champion: Scores | None,
+    champion_version: str | None,
+    decision: GateDecision,
+    protocol_text: str,
+    lineage: Mapping[str, str],
+    links: Mapping[str, str],
+) -> str:
+    """The model version's description: what was trained, the table against the champion, the verdict, links."""
+    label = f"v{champion_version}" if champion_version else "champion"
+    parts = [
+        f"**Evaluation** ({protocol_text}) against the current @champion"
+        f"{f' (version {champion_version})' if champion_version else ' (none yet)'}:",
+        "",
+        comparison_table(candidate, champion, label),
+        "",
+        f"**Gate**: {decision.summary()}.",
+        "",
+        "**Lineage**: " + ", ".join(f"{k} `{v}`" for k, v in lineage.items()),
+    ]
+    if links:
+        parts += ["", "**Plots**: " + ", ".join(f"[{k}]({v})" for k, v in links.items())]
+    return "\n".join(parts)

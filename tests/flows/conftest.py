@@ -1,0 +1,59 @@
+"""A throw-away DVC workspace: this repo's dvc.yaml, code and shipped data, with a seconds-sized params.yaml."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, TINY, _merge
+
+# The reduced config: every stage runs, each in seconds (1-layer model, 60 problems, 2 RL steps, transformers).
+REDUCED = {
+    "model": TINY,
+    "curate": {"proxy": {"train_problems": 60, "test_per_level": 2, "max_ops": 3}},
+    "warmstart": {"examples": 64, "batch_size": 16},
+    # An untrained-looking 1-layer model solves nothing: keep every problem so that train has a pool.
+    "calibrate": {"samples": 4, "backend": "transformers", "max_new_tokens": 96, "keep_inclusive": "both"},
+    "train": {"max_steps": 2, "batch_size": 16, "save_steps": 1, "max_completion_length": 96},
+    "evaluate": {"backend": "transformers", "samples": 2, "max_new_tokens": 96, "budgets": [48, 96]},
+    "register": {"model_name": "lead-e2e"},
+}
+
+
+def dvc(workspace: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run the venv's dvc in ``workspace``; fail the test with its output when it fails."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("dvc")), *args],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, f"dvc {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory) -> Path:
+    """A fresh git + DVC workspace holding copies of what ``dvc.yaml`` names, committed."""
+    ws = tmp_path_factory.mktemp("workspace")
+    for name in ("dvc.yaml", "pyproject.toml", "prefect.yaml"):
+        shutil.copy(ROOT / name, ws / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("lead", "flows", "data/raw"):
+        shutil.copytree(ROOT / name, ws / name, ignore=ignore)
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    _merge(data, REDUCED)
+    (ws / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    git = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
+    subprocess.run([*git, "init", "-q"], cwd=ws, check=True)
+    dvc(ws, "init", "-q")
+    dvc(ws, "config", "core.analytics", "false")
+    subprocess.run([*git, "add", "-A"], cwd=ws, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "workspace"], cwd=ws, check=True)
+    return ws

@@ -1,0 +1,86 @@
+"""The register stage: a registry version with lineage and description; the gate moves @champion or not."""
+
+import json
+import shutil
+
+import mlflow
+import pytest
+from mlflow import MlflowClient
+
+from lead.config import Params
+from lead.stages import register
+from lead.stages.evaluate import METRICS, RUN, output_dir
+from tests.conftest import tmp_params
+
+pytestmark = pytest.mark.slow  # logs a transformers model per version (~10 s each)
+
+
+@pytest.fixture
+def params(tmp_path, tiny_model) -> Params:
+    p = tmp_params(tmp_path, register={"model_name": "lead-test"})
+    shutil.copytree(tiny_model[0], p.paths.models / "train")
+    (p.paths.reports).mkdir(parents=True)
+    (p.paths.reports / "train.json").write_text(json.dumps({"mlflow_run_id": "train-run"}))
+    return p
+
+
+def evaluated(params: Params, pass_at_1: float, len_avg: float, model: str | None = None) -> None:
+    out = output_dir(params)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / METRICS).write_text(json.dumps({"proxy.pass_at_1": pass_at_1, "proxy.len_avg": len_avg}))
+    path = model or str(params.paths.models / "train")
+    (out / RUN).write_text(json.dumps({"mlflow_run_id": "eval-run", "model_path": path}))
+
+
+def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
+    evaluated(params, 0.30, 60.0)
+    first = register.run(params)
+    assert first["version"] == 1 and first["promoted"] and first["aliases"] == ["challenger", "champion"]
+
+    evaluated(params, 0.25, 50.0)  # shorter but less accurate: stays challenger
+    second = register.run(params)
+    assert second["aliases"] == ["challenger"] and not second["promoted"]
+    assert any("Pass@1 0.2500 < champion 0.3000" in r for r in second["gate"])
+
+    mlflow.set_tracking_uri(params.tracking.uri)
+    client = MlflowClient()
+    v2 = client.get_model_version("lead-test", "2")
+    for key in (
+        "git.commit",
+        "dvc.train_data_md5",
+        "dvc.model_md5",
+        "params.sha256",
+        "train.preset",
+        "mlflow.parent_run_id",
+        "train.run_id",
+        "evaluate.run_id",
+        "eval.protocol",
+        "model.weights_sha256",
+    ):
+        assert v2.tags[key], key
+    assert v2.tags["train.run_id"] == "train-run" and v2.tags["eval.proxy.pass_at_1"] == "0.25"
+    assert "| proxy | 0.2500 | 0.3000 | -0.0500 | 50.0 | 60.0 | -10.0 |" in v2.description
+    assert "(version 1)" in v2.description and "gate failed" in v2.description
+
+    evaluated(params, 0.31, 59.0)  # better on both: promoted, the move recorded on both versions
+    third = register.run(params)
+    assert third["promoted"] and third["champion_before"] == 1
+    assert str(client.get_model_version_by_alias("lead-test", "champion").version) == "3"
+    assert "by gate" in client.get_model_version("lead-test", "3").tags["champion.promoted"]
+    assert "(by v3)" in client.get_model_version("lead-test", "1").tags["champion.replaced"]
+
+    register.promote(params, "2", "shorter answers matter more for this release")
+    assert str(client.get_model_version_by_alias("lead-test", "champion").version) == "2"
+    assert (
+        "hand (lead promote): shorter" in client.get_model_version("lead-test", "2").tags["champion.promoted"]
+    )
+    loaded = mlflow.transformers.load_model("models:/lead-test@champion", return_type="components")
+    assert loaded["model"].num_parameters() > 0
+
+
+def test_scores_of_another_model_are_refused_before_anything_is_registered(params: Params):
+    evaluated(params, 0.3, 60.0, model=str(params.paths.models / "warmstart"))
+    with pytest.raises(ValueError, match=r"set evaluate\.model = train"):
+        register.run(params)
+    with pytest.raises(ValueError, match="needs a reason"):
+        register.promote(params, "1", "  ")
