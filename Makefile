@@ -9,7 +9,7 @@ STAMP   := $(VENV)/.installed-cpu
 TORCH   := torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-gpu run test test-fast lint format bench clean help prefect-server deploy prefect-worker
+.PHONY: setup setup-gpu run test test-fast lint format ablation bench clean help prefect-server deploy prefect-worker
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -48,6 +48,9 @@ lint: $(STAMP)  ## ruff: lint and format check
 format: $(STAMP)  ## ruff: fix what can be fixed, format
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
+
+ablation: $(STAMP)  ## the paper's ablation on the proxy (variants x seeds; needs `make run` first), reports/ablation/
+	$(PY) -m lead.cli ablation
 
 bench: $(STAMP)  ## benchmarks (not tests): print measured ratios, write bench/RESULTS.md
 	$(PY) -m bench

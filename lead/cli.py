@@ -122,12 +122,18 @@ def warmstart(
         console.print(f"warm start disabled: later stages start from {summary['model']}")
 
 
+RecipeOpt = Annotated[
+    Path | None,
+    typer.Option(help="Params sections to apply before --set, e.g. recipes/grpo-lead-14b.yaml."),
+]
+
+
 @app.command()
-def calibrate(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
+def calibrate(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None, recipe: RecipeOpt = None) -> None:
     """Pass rate of every training problem under the current model (cached: reruns sample only what is new)."""
     from lead.stages import calibrate as stage
 
-    s = stage.run(_params(path, overrides))
+    s = stage.run(_params(path, [*_recipe_overrides(recipe), *(overrides or [])]))
     table = Table(title=f"calibration: {s['problems']} problems x {s['samples_per_problem']} samples")
     table.add_column("band (pass rate)")
     table.add_column("problems", justify="right")
@@ -141,11 +147,11 @@ def calibrate(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> Non
 
 
 @app.command()
-def train(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
+def train(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None, recipe: RecipeOpt = None) -> None:
     """GRPO-LEAD reinforcement learning (TRL GRPOTrainer + LEAD rewards and advantages); resumes a killed run."""
     from lead.stages import train as stage
 
-    cfg = _params(path, overrides)
+    cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
     summary = stage.run(cfg)
     resumed = f" (resumed from {summary['resumed_from']})" if summary["resumed_from"] else ""
     console.print(
@@ -251,6 +257,26 @@ def promote(
         console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None
     console.print(f"{s['model_name']}@champion → version {s['champion']} ({s['reason']})", highlight=False)
+
+
+@app.command(name="ablation")
+def ablation_(
+    path: ParamsOpt = DEFAULT_PARAMS,
+    overrides: SetOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Result JSON (default reports/ablation/ablation.json); .md/.png beside it."),
+    ] = None,
+) -> None:
+    """The paper's ablation on the proxy: GRPO, GRPO+L, GRPO+L+AD, GRPO-LEAD x seeds, trained and evaluated alike."""
+    from rich.markdown import Markdown
+
+    from lead import ablation
+    from lead.stages import ablation as stage
+
+    result = stage.run(_params(path, overrides), out)
+    console.print(Markdown(ablation.markdown(result["summary"], result["target"], result["baseline"])))
+    console.print(f"{result['seconds']} s; MLflow parent run {result['mlflow_run_id']}", highlight=False)
 
 
 @app.command()

@@ -253,6 +253,19 @@ class CalibrateParams(Section):
         return self
 
 
+class Stage2Params(Section):
+    """``train.stage2``: the paper's later curriculum stage (continue from stage 1 on what it still finds hard)."""
+
+    enabled: bool = False
+    max_pass_rate: float = Field(
+        0.75, ge=0.0, le=1.0, description="keep problems the stage-1 model solves at most this often"
+    )
+    max_steps: int = Field(50, ge=1, le=10_000_000)
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="train keys for stage 2, e.g. {length_reward: false}"
+    )
+
+
 class TrainParams(Section):
     """``train``: GRPO-LEAD on TRL's GRPOTrainer. ``batch_size`` counts completions per optimizer step.
 
@@ -293,6 +306,13 @@ class TrainParams(Section):
     # checkpoints, logging, hardware
     save_steps: int = Field(25, ge=1, le=10_000_000, description="checkpoint every N steps (resume point)")
     logging_steps: int = Field(5, ge=1, le=10_000_000)
+    # validation on a dev split held out of the RL pool (never an evaluation benchmark: the pool is decontaminated)
+    dev_problems: int = Field(0, ge=0, le=1_000_000, description="problems held out for validation; 0 = none")
+    eval_steps: int = Field(25, ge=1, le=10_000_000, description="validate every N steps")
+    checkpoint: Literal["last", "best"] = Field(
+        "last", description="the model handed on: the last step, or the best Pass@1 on the dev split"
+    )
+    stage2: Stage2Params = Stage2Params()
     use_vllm: bool = False
     vllm_mode: Literal["colocate", "server"] = "colocate"
     bf16: bool = False
@@ -307,7 +327,37 @@ class TrainParams(Section):
                 self.num_generations,
                 f"must divide batch_size ({self.batch_size}) so that every group of completions is whole",
             )
+        if self.stage2.overrides:
+            self.stage2_train()  # stage 2's settings must be valid train settings too
+        if self.checkpoint == "best":
+            if not self.dev_problems:
+                raise _rule("checkpoint", "best", "needs a dev split: set train.dev_problems > 0")
+            if self.save_steps % self.eval_steps:
+                raise _rule(
+                    "save_steps",
+                    self.save_steps,
+                    f"must be a multiple of eval_steps ({self.eval_steps}) to keep the best checkpoint",
+                )
         return self
+
+    def stage2_train(self) -> TrainParams:
+        """The train settings of curriculum stage 2: these, with ``stage2.overrides`` and its step budget."""
+        bad = sorted(set(self.stage2.overrides) & {"stage2", "max_steps"})
+        if bad:
+            raise _rule("stage2.overrides", bad, "set stage 2's steps with stage2.max_steps")
+        data = self.model_dump()
+        data.update(self.stage2.overrides, max_steps=self.stage2.max_steps, stage2=Stage2Params())
+        try:
+            return TrainParams.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            cause = err.get("ctx", {}).get("error")
+            if isinstance(cause, ValueError) and len(cause.args) == 3:  # a _rule: (rule, key, value)
+                rule, key, value = cause.args
+                why = f"{key} = {value} in stage 2: {rule}"
+            else:
+                why = f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
+            raise _rule("stage2.overrides", self.stage2.overrides, why) from None
 
 
 BENCHMARKS = ("proxy", "aime24", "aime25", "math500", "amc23")
@@ -356,6 +406,25 @@ class RegisterParams(Section):
     length_tolerance: float = Field(0.0, ge=0.0, le=10.0, description="allowed relative length increase")
 
 
+AblationVariant = Literal["grpo", "grpo_l", "grpo_l_ad", "lead", "improved"]
+
+
+class AblationParams(Section):
+    """``ablation``: ``lead ablation`` — the paper's ablation on the proxy (variants x seeds, one budget)."""
+
+    variants: list[AblationVariant] = Field(
+        default_factory=lambda: ["grpo", "grpo_l", "grpo_l_ad", "lead"], min_length=1
+    )
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    max_steps: int | None = Field(None, ge=1, description="RL steps per run; null = train.max_steps")
+
+    @model_validator(mode="after")
+    def _unique(self) -> AblationParams:
+        if len(set(self.variants)) != len(self.variants) or len(set(self.seeds)) != len(self.seeds):
+            raise _rule("variants", self.variants, "variants and seeds must not repeat")
+        return self
+
+
 class Params(Section):
     """All of ``params.yaml``."""
 
@@ -369,6 +438,7 @@ class Params(Section):
     evaluate: EvaluateParams = EvaluateParams()
     # `register` would shadow BaseModel.register: keep the YAML key, rename the attribute.
     register_: RegisterParams = Field(RegisterParams(), alias="register")
+    ablation: AblationParams = AblationParams()
 
 
 class ParamsError(ValueError):

@@ -50,7 +50,7 @@ import logging
 import os
 import statistics
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -343,13 +343,30 @@ def _sample_chunks(params, sampler, tokenizer, todo, settings_hash, cache, heade
     return stats, len(chunks)
 
 
-def calibrate_pool(params: Params) -> dict[str, Any]:
-    """Calibrate the pool (sampling only what the cache lacks), write the calibrated pool and the reports,
-    return the summary. :func:`run` is this inside an MLflow run."""
-    started = time.perf_counter()
+@dataclass
+class PoolCalibration:
+    """The pool's calibration under one model: records in pool order, and what sampling it took."""
+
+    pool: Any  # pandas DataFrame of train.parquet
+    records: list[difficulty.ProblemCalibration]
+    unique: int
+    sampled: int
+    grader: Any
+    chunks: int
+    start_seconds: float
+    sampling_seconds: float
+    backend: str
+    model: str
+    settings: str
+
+
+def pool_records(params: Params, model: Path | str | None = None) -> PoolCalibration:
+    """Pass rates of every problem of the curated pool under ``model`` (default :func:`model_path`), sampling
+    only what the cache lacks for this model and these settings. The curriculum's stage 2 re-calibrates
+    with the stage-1 model through this, and shares the cache."""
     cfg = params.calibrate
     pool = _read_pool(params)
-    model = model_path(params)
+    model = model_path(params) if model is None else model
     backend = resolve_backend(cfg.backend)
     values = settings(params, model_fingerprint(model), backend)
     key = settings_key(values)
@@ -361,18 +378,40 @@ def calibrate_pool(params: Params) -> dict[str, Any]:
     for pk, problem, answer in zip(problem_keys, pool["problem"], pool["answer"], strict=True):
         if cache.get(key, pk) is None and pk not in todo:
             todo[pk] = (pk, str(problem), str(answer))
-    unique = len(set(problem_keys))
     sampling_started = time.perf_counter()
     grader, chunks, start_seconds = _sample_missing(
         params, model, backend, list(todo.values()), key, cache, header
     )
     sampling_seconds = time.perf_counter() - sampling_started
     cache.compact()
-
     records = [
         difficulty.calibrate_problem(r["correct"], r["lengths"])
         for r in (cache.get(key, pk) for pk in problem_keys)
     ]
+    return PoolCalibration(
+        pool=pool,
+        records=records,
+        unique=len(set(problem_keys)),
+        sampled=len(todo),
+        grader=grader,
+        chunks=chunks,
+        start_seconds=start_seconds,
+        sampling_seconds=sampling_seconds,
+        backend=backend,
+        model=str(model),
+        settings=key,
+    )
+
+
+def calibrate_pool(params: Params) -> dict[str, Any]:
+    """Calibrate the pool (sampling only what the cache lacks), write the calibrated pool and the reports,
+    return the summary. :func:`run` is this inside an MLflow run."""
+    started = time.perf_counter()
+    cfg = params.calibrate
+    cal = pool_records(params)
+    pool, records, model, key, backend = cal.pool, cal.records, cal.model, cal.settings, cal.backend
+    unique, grader, chunks = cal.unique, cal.grader, cal.chunks
+    start_seconds, sampling_seconds = cal.start_seconds, cal.sampling_seconds
     out = pool.copy()
     for name in RECORD_COLUMNS:
         out[name] = [getattr(r, name) for r in records]
@@ -396,8 +435,8 @@ def calibrate_pool(params: Params) -> dict[str, Any]:
         "histogram": {f"{p:g}": n for p, n in histogram},
         "mean_pass_rate": round(statistics.fmean(rates), 4) if rates else 0.0,
         "mean_length": round(statistics.fmean(r.mean_length for r in records), 2) if records else 0.0,
-        "sampled_problems": len(todo),
-        "cached_problems": unique - len(todo),
+        "sampled_problems": cal.sampled,
+        "cached_problems": unique - cal.sampled,
         "chunks": chunks,
         "sampling_seconds": round(sampling_seconds, 2),  # sampler start + sampling + grading + caching
         "sampler_start_seconds": round(start_seconds, 2),

@@ -26,6 +26,7 @@ from lead.config import Params
 from lead.io import atomic_path, sha256_text, write_json
 from lead.stages._common import stage_main
 
+DEV_METRIC = "eval_lead/share_correct"  # Pass@1 on the dev split, what checkpoint = best maximises
 RUN_FILE = "lead_run.json"  # in the checkpoint folder: the params hash and the MLflow run id
 
 
@@ -40,6 +41,18 @@ def checkpoint_dir(params: Params) -> Path:
 def start_model(params: Params) -> str:
     """Where RL starts: the warm-started model, or ``model.base`` when the warm start is off."""
     return str(params.paths.models / "warmstart") if params.warmstart.enabled else params.model.base
+
+
+def split_dev(
+    rows: list[dict[str, Any]], n: int, seed: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(train, dev)``: ``n`` rows drawn (seeded) from the pool for validation, the rest kept for RL, in order."""
+    import random
+
+    if n >= len(rows):
+        raise ValueError(f"train.dev_problems = {n}: the pool has only {len(rows)} problems")
+    held = set(random.Random(seed).sample(range(len(rows)), n))
+    return [r for i, r in enumerate(rows) if i not in held], [r for i, r in enumerate(rows) if i in held]
 
 
 def training_rows(params: Params) -> list[dict[str, Any]]:
@@ -57,7 +70,11 @@ def training_rows(params: Params) -> list[dict[str, Any]]:
         raise ValueError(
             f"{path}: no problems left to train on (check calibrate.min_pass_rate/max_pass_rate)"
         )
-    suffix = params.model.prompt_suffix
+    return as_prompts(rows, params.model.prompt_suffix)
+
+
+def as_prompts(rows: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
+    """Pool rows as TRL dataset rows: one user turn (problem + instruction suffix), the gold answer, the id."""
     return [
         {
             "prompt": [{"role": "user", "content": r["problem"] + suffix}],
@@ -68,9 +85,9 @@ def training_rows(params: Params) -> list[dict[str, Any]]:
     ]
 
 
-def params_fingerprint(params: Params) -> str:
+def params_fingerprint(params: Params, start: str | None = None) -> str:
     """What a checkpoint must agree with to be resumed: the train section and where training starts."""
-    data = {"train": params.train.model_dump(mode="json"), "start": start_model(params)}
+    data = {"train": params.train.model_dump(mode="json"), "start": start or start_model(params)}
     return sha256_text(json.dumps(data, sort_keys=True))
 
 
@@ -126,8 +143,16 @@ def grpo_config(params: Params, output_dir: Path):
         max_steps=t.max_steps,
         save_strategy="steps",
         save_steps=t.save_steps,
-        save_total_limit=2,
+        save_total_limit=2,  # the best checkpoint is kept on top of these when checkpoint = best
         logging_steps=t.logging_steps,
+        # Validation: TRL samples the dev prompts like training ones; LEADTrainer logs eval_lead/share_correct
+        # (Pass@1 at the training temperature) and eval_lead/length_mean.
+        eval_strategy="steps" if t.dev_problems else "no",
+        eval_steps=t.eval_steps,
+        per_device_eval_batch_size=t.batch_size // world,
+        load_best_model_at_end=t.checkpoint == "best",
+        metric_for_best_model=DEV_METRIC if t.checkpoint == "best" else None,
+        greater_is_better=True,
         report_to=["mlflow"],
         disable_tqdm=True,
         use_cpu=not cuda,
@@ -141,8 +166,37 @@ def grpo_config(params: Params, output_dir: Path):
     )
 
 
-def run(params: Params) -> dict[str, Any]:
-    """Train with GRPO-LEAD from the warm-started model and save the final model to ``<paths.models>/train``."""
+def stage2_rows(params: Params, stage1_model: Path, exclude: set[str]) -> tuple[list[dict[str, Any]], int]:
+    """The curriculum's stage-2 pool: problems of the curated pool that the stage-1 model solves at most
+    ``train.stage2.max_pass_rate`` of the time (re-calibrated with it, ``calibrate.*`` settings, shared cache),
+    minus ``exclude`` (the dev split). Returns the rows and how many problems were re-calibrated."""
+    from lead import difficulty
+    from lead.stages import calibrate
+
+    cal = calibrate.pool_records(params, stage1_model)
+    pool = cal.pool.to_dict("records")
+    limit = params.train.stage2.max_pass_rate
+    chosen = [
+        row
+        for row, rec in zip(pool, cal.records, strict=True)
+        if difficulty.in_band(rec.pass_rate, 0.0, limit, "both") and row["id"] not in exclude
+    ]
+    if not chosen:
+        raise ValueError(f"train.stage2: no problem with a stage-1 pass rate <= {limit}")
+    return as_prompts(chosen, params.model.prompt_suffix), len(pool)
+
+
+def _phase(
+    params: Params,
+    rows: list[dict[str, Any]],
+    dev: list[dict[str, Any]],
+    start: str,
+    final: Path,
+    ckpt: Path,
+    run_name: str,
+) -> dict[str, Any]:
+    """One RL phase: train ``params.train`` from ``start`` on ``rows`` (validating on ``dev``), resuming from
+    the checkpoints in ``ckpt`` when they were written under the same params, and save to ``final``."""
     import mlflow
     from datasets import Dataset
     from transformers import AutoTokenizer, PrinterCallback
@@ -153,40 +207,49 @@ def run(params: Params) -> dict[str, Any]:
     from lead.training.trainer import LEADTrainer
 
     started = time.perf_counter()
-    rows = training_rows(params)
-    ckpt = checkpoint_dir(params)
     run_file = ckpt / RUN_FILE
-    fingerprint = params_fingerprint(params)
+    fingerprint = params_fingerprint(params, start)
     previous = json.loads(run_file.read_text()) if run_file.exists() else {}
     if previous.get("fingerprint") != fingerprint:
         shutil.rmtree(ckpt, ignore_errors=True)  # other params: nothing to resume
         previous = {}
     resume = last_complete_checkpoint(ckpt) if previous else None
-    with stage_run(params, "train", log_sections=("train",), run_id=previous.get("run_id")) as run:
+    with stage_run(
+        params, "train", log_sections=("train",), run_id=previous.get("run_id"), run_name=run_name
+    ) as run:
         ckpt.mkdir(parents=True, exist_ok=True)
         write_json(run_file, {"fingerprint": fingerprint, "run_id": run.info.run_id})
-        model_path = start_model(params)
-        tokenizer = AutoTokenizer.from_pretrained(
-            model_path, trust_remote_code=params.train.trust_remote_code
-        )
+        tokenizer = AutoTokenizer.from_pretrained(start, trust_remote_code=params.train.trust_remote_code)
         trainer = LEADTrainer(
-            model=model_path,
+            model=start,
             args=grpo_config(params, ckpt),
             train_dataset=Dataset.from_list(rows),
+            eval_dataset=Dataset.from_list(dev) if dev else None,
             processing_class=tokenizer,
             lead=resolve(params.train).lead,
-            callbacks=[RichProgressCallback("train (GRPO-LEAD)")],
+            callbacks=[RichProgressCallback(f"{run_name} (GRPO-LEAD)")],
         )
         trainer.remove_callback(PrinterCallback)
         result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-        with atomic_path(model_dir(params)) as tmp:
+        with atomic_path(final) as tmp:
             trainer.save_model(str(tmp))
             tokenizer.save_pretrained(tmp)
         history = [h for h in trainer.state.log_history if "reward" in h]
+        best = trainer.state.best_model_checkpoint
         summary = {
             "steps": result.global_step,
             "resumed_from": resume.name if resume else None,
             "problems": len(rows),
+            "dev_problems": len(dev),
+            "checkpoint": params.train.checkpoint,
+            "handed_on": Path(best).name
+            if params.train.checkpoint == "best" and best
+            else f"step {result.global_step}",
+            "dev": [
+                {"step": h["step"], "pass_at_1": h[DEV_METRIC], "length": h.get("eval_lead/length_mean")}
+                for h in trainer.state.log_history
+                if DEV_METRIC in h
+            ],
             "preset": params.train.preset,
             "seconds": round(time.perf_counter() - started, 1),
             "first_reward": history[0]["reward"] if history else None,
@@ -194,6 +257,35 @@ def run(params: Params) -> dict[str, Any]:
             "mlflow_run_id": run.info.run_id,
         }
         mlflow.log_metrics({"train_seconds": summary["seconds"]})
+    return summary
+
+
+def run(params: Params, *, output: Path | None = None) -> dict[str, Any]:
+    """Train with GRPO-LEAD from the warm-started model and save the final model to ``<paths.models>/train``
+    (or ``output``, with its checkpoints beside it in ``<output>_checkpoints``: how `lead ablation` trains
+    several variants from one workspace). With ``train.stage2.enabled``, stage 1 is followed by the paper's
+    later stage: re-calibrate with the stage-1 model, keep problems it solves at most 75 % of the time,
+    continue from it with ``train.stage2.overrides`` for ``train.stage2.max_steps`` steps."""
+    started = time.perf_counter()
+    rows, dev = split_dev(training_rows(params), params.train.dev_problems, params.train.seed)
+    final = output or model_dir(params)
+    ckpt = final.with_name(f"{final.name}_checkpoints") if output else checkpoint_dir(params)
+    s2 = params.train.stage2
+    if not s2.enabled:
+        summary = _phase(params, rows, dev, start_model(params), final, ckpt, "train")
+    else:
+        stage1_model = ckpt / "stage1" / "model"  # kept with the checkpoints: a resume point, not an output
+        first = _phase(params, rows, dev, start_model(params), stage1_model, ckpt / "stage1", "train")
+        rows2, recalibrated = stage2_rows(params, stage1_model, {r["id"] for r in dev})
+        params2 = params.model_copy(update={"train": params.train.stage2_train()})
+        second = _phase(params2, rows2, dev, str(stage1_model), final, ckpt / "stage2", "train-stage2")
+        second["recalibrated_problems"] = recalibrated
+        summary = {
+            **second,
+            "steps": first["steps"] + second["steps"],
+            "seconds": round(time.perf_counter() - started, 1),
+            "stages": [first, second],
+        }
     write_json(params.paths.reports / "train.json", summary)
     return summary
 

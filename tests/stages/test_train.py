@@ -71,6 +71,52 @@ def test_train_stage_saves_the_model_and_logs_lead_metrics(rl_params):
     assert run.data.params["train.preset"] == "paper"
 
 
+def test_validation_on_a_held_out_dev_split_hands_on_the_best_checkpoint(rl_params):
+    from safetensors.torch import load_file
+
+    t = rl_params.train
+    t.dev_problems, t.eval_steps, t.max_steps, t.checkpoint = 4, 1, 3, "best"
+    summary = train.run(rl_params)
+    assert summary["problems"] + summary["dev_problems"] == 60 and summary["dev_problems"] == 4
+    assert [d["step"] for d in summary["dev"]] == [1, 2, 3]
+    best = max(summary["dev"], key=lambda d: d["pass_at_1"])  # the first of equals, as transformers keeps it
+    assert summary["handed_on"] == f"checkpoint-{best['step']}"
+    handed = load_file(train.model_dir(rl_params) / "model.safetensors")
+    kept = load_file(train.checkpoint_dir(rl_params) / summary["handed_on"] / "model.safetensors")
+    assert all((handed[k] == kept[k]).all() for k in kept)
+    mlflow.set_tracking_uri(rl_params.tracking.uri)
+    assert "eval_lead/share_correct" in mlflow.get_run(summary["mlflow_run_id"]).data.metrics
+
+
+def test_curriculum_stage2_recalibrates_with_the_stage1_model_and_continues_from_it(rl_params):
+    t = rl_params.train
+    t.max_steps, t.dev_problems, t.eval_steps = 1, 4, 1
+    t.stage2.enabled, t.stage2.max_steps, t.stage2.overrides = True, 2, {"length_reward": False}
+    c = rl_params.calibrate
+    c.backend, c.samples, c.max_new_tokens = "transformers", 2, 12
+    summary = train.run(rl_params)
+    first, second = summary["stages"]
+    assert first["steps"] == 1 and second["steps"] == 2 and summary["steps"] == 3
+    # The untrained model solves nothing: every problem is <= 0.75 and goes to stage 2, the dev split excepted.
+    assert second["recalibrated_problems"] == 60 and second["problems"] == 56
+    assert (train.checkpoint_dir(rl_params) / "stage1" / "model" / "model.safetensors").exists()
+    assert (train.model_dir(rl_params) / "model.safetensors").exists()
+    mlflow.set_tracking_uri(rl_params.tracking.uri)
+    stage2 = mlflow.get_run(second["mlflow_run_id"])
+    assert stage2.info.run_name == "train-stage2" and stage2.data.tags["stage"] == "train"
+    assert stage2.data.params["train.length_reward"] == "False"
+    assert mlflow.get_run(first["mlflow_run_id"]).data.params["train.length_reward"] == "True"
+
+
+def test_split_dev_is_seeded_disjoint_and_refuses_a_too_small_pool():
+    rows = [{"id": i} for i in range(10)]
+    kept, dev = train.split_dev(rows, 3, seed=0)
+    assert len(dev) == 3 and {r["id"] for r in kept} | {r["id"] for r in dev} == set(range(10))
+    assert train.split_dev(rows, 3, seed=0) == (kept, dev) and train.split_dev(rows, 0, seed=0) == (rows, [])
+    with pytest.raises(ValueError, match="has only 10 problems"):
+        train.split_dev(rows, 10, seed=0)
+
+
 def test_a_crash_marks_the_mlflow_run_failed(rl_params, monkeypatch):
     def boom(self, *a, **k):
         raise RuntimeError("simulated crash")

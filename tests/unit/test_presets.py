@@ -46,3 +46,17 @@ def test_ablation_switches(switches, alpha, wrong, reweight):
 def test_explicit_params_override_the_preset():
     r = resolve(TrainParams(preset="faithful", learning_rate=3e-5, length_gate_tokens=0, loss_type="dapo"))
     assert (r.learning_rate, r.lead.length_gate, r.loss_type) == (3e-5, None, "dapo")
+
+
+@pytest.mark.parametrize("name", ["grpo-lead-14b.yaml", "grpo-lead-7b.yaml"])
+def test_scale_recipes_are_valid_and_follow_the_paper(name):
+    from lead.cli import _recipe_overrides
+    from lead.config import load_params
+    from tests.conftest import ROOT
+
+    params = load_params(ROOT / "params.yaml", _recipe_overrides(ROOT / "recipes" / name))
+    t = params.train
+    assert t.preset == "faithful" and resolve(t).learning_rate == 1e-6 and t.temperature == 0.8
+    assert t.batch_size == 256 and t.num_generations == 8 and t.max_completion_length == 12288
+    assert t.stage2.enabled and t.stage2.max_pass_rate == 0.75 and t.stage2_train().length_reward is False
+    assert t.use_vllm and t.bf16 and t.checkpoint == "best"
