@@ -253,6 +253,16 @@ class CalibrateParams(Section):
         return self
 
 
+class LoraParams(Section):
+    """``train.lora``: train low-rank adapters (peft) instead of every weight; merged into the saved model."""
+
+    enabled: bool = False
+    r: int = Field(16, ge=1, le=4096, description="adapter rank")
+    alpha: int = Field(32, ge=1, le=65536, description="scaling numerator (scale = alpha / r)")
+    dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    target_modules: str | list[str] = Field("all-linear", description="peft's target_modules")
+
+
 class Stage2Params(Section):
     """``train.stage2``: the paper's later curriculum stage (continue from stage 1 on what it still finds hard)."""
 
@@ -313,6 +323,7 @@ class TrainParams(Section):
         "last", description="the model handed on: the last step, or the best Pass@1 on the dev split"
     )
     stage2: Stage2Params = Stage2Params()
+    lora: LoraParams = LoraParams()
     use_vllm: bool = False
     vllm_mode: Literal["colocate", "server"] = "colocate"
     bf16: bool = False

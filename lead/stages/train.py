@@ -15,6 +15,7 @@ resumed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -166,6 +167,21 @@ def grpo_config(params: Params, output_dir: Path):
     )
 
 
+def lora_config(lora):
+    """peft's ``LoraConfig`` for ``train.lora``, or None (full fine-tuning)."""
+    if not lora.enabled:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+
+
 def stage2_rows(params: Params, stage1_model: Path, exclude: set[str]) -> tuple[list[dict[str, Any]], int]:
     """The curriculum's stage-2 pool: problems of the curated pool that the stage-1 model solves at most
     ``train.stage2.max_pass_rate`` of the time (re-calibrated with it, ``calibrate.*`` settings, shared cache),
@@ -207,18 +223,27 @@ def _phase(
     from lead.training.trainer import LEADTrainer
 
     started = time.perf_counter()
+    # Under `accelerate launch` every process runs this; only the main one owns the MLflow run and the files.
+    state = _distributed_state()
+    main = state.is_main_process
     run_file = ckpt / RUN_FILE
     fingerprint = params_fingerprint(params, start)
     previous = json.loads(run_file.read_text()) if run_file.exists() else {}
     if previous.get("fingerprint") != fingerprint:
-        shutil.rmtree(ckpt, ignore_errors=True)  # other params: nothing to resume
+        if main:
+            shutil.rmtree(ckpt, ignore_errors=True)  # other params: nothing to resume
         previous = {}
+    state.wait_for_everyone()
     resume = last_complete_checkpoint(ckpt) if previous else None
-    with stage_run(
-        params, "train", log_sections=("train",), run_id=previous.get("run_id"), run_name=run_name
-    ) as run:
-        ckpt.mkdir(parents=True, exist_ok=True)
-        write_json(run_file, {"fingerprint": fingerprint, "run_id": run.info.run_id})
+    tracked = (
+        stage_run(params, "train", log_sections=("train",), run_id=previous.get("run_id"), run_name=run_name)
+        if main
+        else contextlib.nullcontext()
+    )
+    with tracked as run:
+        if main:
+            ckpt.mkdir(parents=True, exist_ok=True)
+            write_json(run_file, {"fingerprint": fingerprint, "run_id": run.info.run_id})
         tokenizer = AutoTokenizer.from_pretrained(start, trust_remote_code=params.train.trust_remote_code)
         trainer = LEADTrainer(
             model=start,
@@ -228,12 +253,11 @@ def _phase(
             processing_class=tokenizer,
             lead=resolve(params.train).lead,
             callbacks=[RichProgressCallback(f"{run_name} (GRPO-LEAD)")],
+            peft_config=lora_config(params.train.lora),
         )
         trainer.remove_callback(PrinterCallback)
         result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-        with atomic_path(final) as tmp:
-            trainer.save_model(str(tmp))
-            tokenizer.save_pretrained(tmp)
+        _save(trainer, tokenizer, final, lora=params.train.lora.enabled, state=state)
         history = [h for h in trainer.state.log_history if "reward" in h]
         best = trainer.state.best_model_checkpoint
         summary = {
@@ -254,10 +278,48 @@ def _phase(
             "seconds": round(time.perf_counter() - started, 1),
             "first_reward": history[0]["reward"] if history else None,
             "last_reward": history[-1]["reward"] if history else None,
-            "mlflow_run_id": run.info.run_id,
+            "mlflow_run_id": run.info.run_id if main else None,
         }
-        mlflow.log_metrics({"train_seconds": summary["seconds"]})
+        if main:
+            mlflow.log_metrics({"train_seconds": summary["seconds"]})
     return summary
+
+
+def _distributed_state():
+    """accelerate's view of the processes (one, unless launched with `accelerate launch`)."""
+    from accelerate import PartialState
+
+    return PartialState()
+
+
+def _save(trainer, tokenizer, final: Path, *, lora: bool, state) -> None:
+    """Save the trained model to ``final`` (Hugging Face layout), replacing it only once complete. Every
+    process takes part (ZeRO-3 gathers the sharded weights); the main one writes and moves it into place."""
+    if state.num_processes == 1:
+        with atomic_path(final) as tmp:
+            _save_to(trainer, tokenizer, tmp, lora)
+        return
+    saving = final.with_name(f".{final.name}.saving")  # one folder all processes agree on
+    if state.is_main_process:
+        shutil.rmtree(saving, ignore_errors=True)
+    state.wait_for_everyone()
+    _save_to(trainer, tokenizer, saving, lora)
+    state.wait_for_everyone()
+    if state.is_main_process:
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(saving, final)
+    state.wait_for_everyone()
+
+
+def _save_to(trainer, tokenizer, folder: Path, lora: bool) -> None:
+    if lora:  # adapters merged into the base weights: evaluate, vLLM and the registry get a plain model
+        model = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
+        if trainer.accelerator.is_main_process:
+            model.save_pretrained(str(folder))
+    else:
+        trainer.save_model(str(folder))  # writes from the main process only
+    if trainer.accelerator.is_main_process:
+        tokenizer.save_pretrained(folder)
 
 
 def run(params: Params, *, output: Path | None = None) -> dict[str, Any]:
@@ -276,6 +338,11 @@ def run(params: Params, *, output: Path | None = None) -> dict[str, Any]:
     else:
         stage1_model = ckpt / "stage1" / "model"  # kept with the checkpoints: a resume point, not an output
         first = _phase(params, rows, dev, start_model(params), stage1_model, ckpt / "stage1", "train")
+        state = _distributed_state()
+        if state.num_processes > 1:  # the main process samples first; the others then find it all cached
+            if state.is_main_process:
+                stage2_rows(params, stage1_model, {r["id"] for r in dev})
+            state.wait_for_everyone()
         rows2, recalibrated = stage2_rows(params, stage1_model, {r["id"] for r in dev})
         params2 = params.model_copy(update={"train": params.train.stage2_train()})
         second = _phase(params2, rows2, dev, str(stage1_model), final, ckpt / "stage2", "train-stage2")
@@ -286,7 +353,8 @@ def run(params: Params, *, output: Path | None = None) -> dict[str, Any]:
             "seconds": round(time.perf_counter() - started, 1),
             "stages": [first, second],
         }
-    write_json(params.paths.reports / "train.json", summary)
+    if _distributed_state().is_main_process:
+        write_json(params.paths.reports / "train.json", summary)
     return summary
 
 

@@ -25,6 +25,9 @@ def test_dvc_repro_runs_the_whole_dag_then_only_what_changed(workspace):
     again = dvc(workspace, "repro")
     assert ran(again.stdout) == [] and "up to date" in again.stdout
     assert "proxy.pass_at_1" in dvc(workspace, "metrics", "show", "--json").stdout
+    plots = dvc(workspace, "plots", "show", "--json").stdout
+    for plot in ("histogram.csv", "budget_curve.png", "accuracy_vs_length.png", "pass_rate_histogram.png"):
+        assert plot in plots, plot
 
     # One evaluate param: evaluate and register rerun, nothing upstream; the experiment is recorded.
     exp = dvc(workspace, "exp", "run", "-S", "evaluate.samples=3", "-n", "three-samples")

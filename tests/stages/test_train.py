@@ -108,6 +108,64 @@ def test_curriculum_stage2_recalibrates_with_the_stage1_model_and_continues_from
     assert mlflow.get_run(first["mlflow_run_id"]).data.params["train.length_reward"] == "True"
 
 
+def test_lora_trains_adapters_only_and_saves_a_merged_plain_model(rl_params):
+    from safetensors.torch import load_file
+
+    rl_params.train.lora.enabled, rl_params.train.lora.r = True, 4
+    rl_params.train.learning_rate = 5e-2
+    train.run(rl_params)
+    out = train.model_dir(rl_params)
+    assert not (out / "adapter_config.json").exists()  # merged: no peft needed downstream
+    merged, start = (
+        load_file(out / "model.safetensors"),
+        load_file(rl_params.paths.models / "warmstart" / "model.safetensors"),
+    )
+    assert set(merged) == set(start)  # the base model's tensors, no lora_A / lora_B left
+    changed = [k for k in start if not (merged[k] == start[k]).all()]
+    assert changed and all("proj" in k for k in changed)  # only adapted linear layers moved
+    ckpt = train.last_complete_checkpoint(train.checkpoint_dir(rl_params))
+    assert (ckpt / "adapter_model.safetensors").exists()  # checkpoints hold the adapters
+
+
+def test_two_processes_under_accelerate_launch_share_groups_one_run_one_model(rl_params, tmp_path):
+    """What a multi-GPU launch does, on CPU: 2 processes (gloo), a group of 8 split 4 + 4 across them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    t = rl_params.train
+    t.num_generations, t.batch_size, t.max_steps = 8, 8, 2
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(rl_params.model_dump(mode="json", by_alias=True)))
+    launcher = Path(sys.executable).with_name("accelerate")
+    cmd = [
+        launcher,
+        "launch",
+        "--cpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+    ]
+    cmd += ["--dynamo_backend", "no", "-m", "lead.stages.train", "--params", str(path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((rl_params.paths.reports / "train.json").read_text())
+    assert summary["steps"] == 2 and summary["mlflow_run_id"]
+    assert (train.model_dir(rl_params) / "model.safetensors").exists()
+    assert not list(train.model_dir(rl_params).parent.glob(".train.saving"))
+    mlflow.set_tracking_uri(rl_params.tracking.uri)
+    runs = mlflow.search_runs(
+        experiment_names=["lead"], filter_string="tags.stage = 'train'", output_format="list"
+    )
+    assert [r.info.run_id for r in runs] == [summary["mlflow_run_id"]]  # one run, from the main process
+    assert runs[0].data.metrics["lead/share_correct"] >= 0.0
+
+
 def test_split_dev_is_seeded_disjoint_and_refuses_a_too_small_pool():
     rows = [{"id": i} for i in range(10)]
     kept, dev = train.split_dev(rows, 3, seed=0)
