@@ -59,4 +59,4 @@ def test_scale_recipes_are_valid_and_follow_the_paper(name):
     assert t.preset == "faithful" and resolve(t).learning_rate == 1e-6 and t.temperature == 0.8
     assert t.batch_size == 256 and t.num_generations == 8 and t.max_completion_length == 12288
     assert t.stage2.enabled and t.stage2.max_pass_rate == 0.75 and t.stage2_train().length_reward is False
-    assert t.use_vllm and t.bf16 and t.checkpoint == "best"
+    assert t.use_vllm and t.bf16 and t.checkpoint == "best" and t.alpha == 0.05
