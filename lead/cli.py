@@ -32,6 +32,15 @@ SetOpt = Annotated[
 ]
 
 
+RecipeOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="A recipe (params sections) to apply before --set, e.g. recipes/curate-real.yaml, "
+        "recipes/paper-eval.yaml, recipes/grpo-lead-14b.yaml."
+    ),
+]
+
+
 def _params(path: Path, overrides: list[str] | None) -> Params:
     try:
         return load_params(path, overrides or [])
@@ -53,12 +62,7 @@ def params(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
 def curate(
     path: ParamsOpt = DEFAULT_PARAMS,
     overrides: SetOpt = None,
-    recipe: Annotated[
-        Path | None,
-        typer.Option(
-            help="Params sections to apply before --set, e.g. recipes/curate-real.yaml (shipped data)."
-        ),
-    ] = None,
+    recipe: RecipeOpt = None,
 ) -> None:
     """Build the curated training pool and test split (embedded default: the proxy task)."""
     from lead.stages import curate as stage
@@ -122,12 +126,6 @@ def warmstart(
         console.print(f"warm start disabled: later stages start from {summary['model']}")
 
 
-RecipeOpt = Annotated[
-    Path | None,
-    typer.Option(help="Params sections to apply before --set, e.g. recipes/grpo-lead-14b.yaml."),
-]
-
-
 @app.command()
 def calibrate(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None, recipe: RecipeOpt = None) -> None:
     """Pass rate of every training problem under the current model (cached: reruns sample only what is new)."""
@@ -188,12 +186,7 @@ def _recipe_overrides(recipe: Path | None) -> list[str]:
 def evaluate(
     path: ParamsOpt = DEFAULT_PARAMS,
     overrides: SetOpt = None,
-    recipe: Annotated[
-        Path | None,
-        typer.Option(
-            help="Params sections to apply before --set, e.g. recipes/paper-eval.yaml (the paper's protocol)."
-        ),
-    ] = None,
+    recipe: RecipeOpt = None,
 ) -> None:
     """Sample the model on the benchmarks and score it: Pass@k, Cons@n, lengths, budget sweep, difficulty bands."""
     from rich import box

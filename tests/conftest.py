@@ -1,5 +1,6 @@
 """Shared fixtures: a Params object whose every output path lives in a temporary folder."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,21 @@ def small_params(tmp_path) -> Params:
         curate={"proxy": {"train_problems": 60, "test_per_level": 4, "max_ops": 3}},
         warmstart={"examples": 64, "batch_size": 16, "report": {"problems_per_level": 2, "samples": 4}},
     )
+
+
+@pytest.fixture
+def rl_params(small_params: Params, tiny_model) -> Params:
+    """Seconds-sized RL settings starting from the untrained tiny model of the fixture (as the warm start)."""
+    from lead.stages import curate
+
+    curate.run(small_params)
+    small_params.paths.models.mkdir(parents=True, exist_ok=True)
+    os.symlink(tiny_model[0], small_params.paths.models / "warmstart")
+    t = small_params.train
+    t.preset, t.learning_rate = "paper", 1e-3
+    t.num_generations, t.batch_size, t.max_completion_length = 4, 8, 12
+    t.max_steps, t.save_steps, t.logging_steps = 2, 1, 1
+    return small_params
 
 
 SUFFIX = "\nLet's think step by step and put the final answer within \\boxed{}."

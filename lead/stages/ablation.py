@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from lead import ablation
-from lead.config import Params, apply_overrides
+from lead.config import Params, apply_overrides, parse_params
 from lead.io import sha256_text, write_json, write_text
 
 
 def _with(params: Params, overrides: list[str]) -> Params:
     data = apply_overrides(params.model_dump(mode="json", by_alias=True), overrides)
-    return Params.model_validate(data)
+    return parse_params(data, "ablation run")
 
 
 def _fingerprint(params: Params, start: str) -> str:

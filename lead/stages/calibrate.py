@@ -409,10 +409,8 @@ def calibrate_pool(params: Params) -> dict[str, Any]:
     started = time.perf_counter()
     cfg = params.calibrate
     cal = pool_records(params)
-    pool, records, model, key, backend = cal.pool, cal.records, cal.model, cal.settings, cal.backend
-    unique, grader, chunks = cal.unique, cal.grader, cal.chunks
-    start_seconds, sampling_seconds = cal.start_seconds, cal.sampling_seconds
-    out = pool.copy()
+    records = cal.records
+    out = cal.pool.copy()
     for name in RECORD_COLUMNS:
         out[name] = [getattr(r, name) for r in records]
     rates = [r.pass_rate for r in records]
@@ -425,7 +423,7 @@ def calibrate_pool(params: Params) -> dict[str, Any]:
     kept = int(out["keep"].sum())
     summary = {
         "problems": len(out),
-        "unique_problems": unique,
+        "unique_problems": cal.unique,
         "samples_per_problem": cfg.samples,
         "keep_rule": keep_rule(cfg),
         "kept": kept,
@@ -436,15 +434,15 @@ def calibrate_pool(params: Params) -> dict[str, Any]:
         "mean_pass_rate": round(statistics.fmean(rates), 4) if rates else 0.0,
         "mean_length": round(statistics.fmean(r.mean_length for r in records), 2) if records else 0.0,
         "sampled_problems": cal.sampled,
-        "cached_problems": unique - cal.sampled,
-        "chunks": chunks,
-        "sampling_seconds": round(sampling_seconds, 2),  # sampler start + sampling + grading + caching
-        "sampler_start_seconds": round(start_seconds, 2),
+        "cached_problems": cal.unique - cal.sampled,
+        "chunks": cal.chunks,
+        "sampling_seconds": round(cal.sampling_seconds, 2),  # sampler start + sampling + grading + caching
+        "sampler_start_seconds": round(cal.start_seconds, 2),
         "seconds": round(time.perf_counter() - started, 2),
-        "backend": backend,
-        "model": str(model),
-        "settings": key,
-        "grader": asdict(grader),
+        "backend": cal.backend,
+        "model": cal.model,
+        "settings": cal.settings,
+        "grader": asdict(cal.grader),
     }
     reports = params.paths.reports / REPORT_DIR
     write_json(reports / "summary.json", summary)

@@ -88,7 +88,7 @@ def dvc_lock_hashes(root: Path, params: Params) -> dict[str, str]:
     train = (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).get("train", {})
     model = os.path.normpath(params.paths.models / "train")
     for dep in train.get("deps", []):
-        if dep["path"].endswith((".parquet",)) and "md5" in dep:
+        if dep["path"].endswith(".parquet") and "md5" in dep:
             hashes["dvc.train_data_md5"] = dep["md5"]
     for out in train.get("outs", []):
         if os.path.normpath(out["path"]) == model and "md5" in out:

@@ -4,13 +4,11 @@ Marked ``gpu`` and skipped where CUDA is absent (CI machines have none); run on 
 ``infra/gpu-check.sh`` (or ``pytest -m gpu``) after ``make setup-gpu``.
 """
 
-import os
-
 import mlflow
 import pytest
 
 from lead.config import Params
-from lead.stages import curate, train
+from lead.stages import train
 
 torch = pytest.importorskip("torch")
 pytestmark = [
@@ -20,14 +18,10 @@ pytestmark = [
 
 
 @pytest.fixture
-def gpu_params(small_params: Params, tiny_model) -> Params:
-    curate.run(small_params)
-    small_params.paths.models.mkdir(parents=True, exist_ok=True)
-    os.symlink(tiny_model[0], small_params.paths.models / "warmstart")
-    t = small_params.train
-    t.learning_rate, t.num_generations, t.batch_size, t.max_completion_length = 1e-3, 4, 16, 32
-    t.max_steps, t.save_steps, t.logging_steps, t.bf16 = 3, 3, 1, True
-    return small_params
+def gpu_params(rl_params: Params) -> Params:
+    t = rl_params.train
+    t.batch_size, t.max_completion_length, t.max_steps, t.save_steps, t.bf16 = 16, 32, 3, 3, True
+    return rl_params
 
 
 def _check(params: Params) -> dict:

@@ -1,7 +1,6 @@
 """The train stage and LEADTrainer on the tiny model: advantages, metrics, MLflow, checkpoints and resume."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,24 +11,9 @@ import numpy as np
 import pytest
 
 from lead.advantages import lead_advantages
-from lead.config import Params
 from lead.rewards import Outcome, lead_rewards
-from lead.stages import curate, train
+from lead.stages import train
 from lead.training import trainer as seam
-
-
-@pytest.fixture
-def rl_params(small_params: Params, tiny_model) -> Params:
-    """Seconds-sized RL settings starting from the untrained tiny model of the fixture."""
-    curate.run(small_params)
-    (small_params.paths.models).mkdir(parents=True, exist_ok=True)
-    os.symlink(tiny_model[0], small_params.paths.models / "warmstart")
-    t = small_params.train
-    t.preset, t.learning_rate = "paper", 1e-3
-    t.num_generations, t.batch_size, t.max_completion_length = 4, 8, 12
-    t.max_steps, t.save_steps, t.logging_steps = 2, 1, 1
-    return small_params
-
 
 CYCLE = [Outcome.CORRECT, Outcome.WRONG, Outcome.CORRECT, Outcome.UNFINISHED]
 
