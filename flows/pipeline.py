@@ -150,7 +150,7 @@ def lead_pipeline(
     """Run the pipeline's DVC stages in order; returns each stage's summary and the MLflow parent run id."""
     import mlflow
 
-    from lead.tracking import tracking_uri
+    from lead.tracking import use_experiment
 
     root = Path(workspace).resolve()
     overrides = list(overrides or [])
@@ -166,8 +166,7 @@ def lead_pipeline(
         cwd = Path.cwd()
         os.chdir(root)  # the tracking URI's default (an sqlite file) is found from the workspace
         try:
-            mlflow.set_tracking_uri(tracking_uri(params))
-            mlflow.set_experiment(params.tracking.experiment)
+            use_experiment(params)
             with mlflow.start_run(run_name="lead-pipeline", tags={"stage": "pipeline"}) as parent:
                 mlflow.log_params({"overrides": " ".join(overrides) or "-", "stages": ",".join(chosen)})
                 mlflow.log_artifact(str(root / "params.yaml"))

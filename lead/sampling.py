@@ -13,7 +13,8 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -127,36 +128,70 @@ class TransformersSampler:
         return out
 
 
+# vLLM-CPU engine settings (see VLLMSampler): the engine in this process, OpenMP threads left unbound.
+CPU_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+
+
+@contextmanager
+def _environ_defaults(values: dict[str, str]) -> Iterator[None]:
+    """Set the environment variables in ``values`` that are not set, for the ``with`` body only."""
+    added = {k: v for k, v in values.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
 class VLLMSampler:
-    """vLLM offline engine (a separate engine process; on CPU it binds its OpenMP threads to free cores)."""
+    """vLLM's offline engine.
+
+    On CPU the engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) without OpenMP thread
+    binding (``VLLM_CPU_OMP_THREADS_BIND=nobind``). vLLM-CPU's default is an engine-core process that spawns
+    a worker process, and each spawn re-imports vLLM: ~15 s of the ~20 s engine start on 2 cores, which
+    dominated a small incremental calibration. In this process the engine starts in ~6 s (~2 s for a second
+    engine) and samples as fast (same tokens, same seeds). Without ``nobind`` vLLM would pin this whole
+    process's OpenMP threads to one core. Either variable set in the environment wins. On GPUs vLLM's own
+    defaults (a separate engine process) are kept.
+    """
 
     def __init__(
         self, model_path: str | Path, *, dtype: str = "bfloat16", max_model_len: int | None = None
     ) -> None:
         # max_model_len None = the model's own context (max_position_embeddings); vLLM refuses a larger one.
-        # Set before vLLM is imported: a small KV cache (the default reserves most of RAM on CPU). The engine
-        # runs in its own process (vLLM's default): in-process on CPU it pins OpenMP threads to one core and
-        # replaces torch.set_num_threads for the whole process, which made generation ~10x slower and would
-        # slow any torch work after it. The cost is ~30 s of engine start and a __main__ guard in scripts.
+        # Set before vLLM is imported: a small KV cache (the default reserves most of RAM on CPU).
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        import torch
         from vllm import LLM
         from vllm.platforms import current_platform
 
+        cpu = current_platform.is_cpu()
         # vLLM-CPU 0.31 crashes ("CPU Generator does not use offset") when a seeded request's prefill is split
         # over steps (chunked prefill, e.g. 128 prompts x 8 samples): on CPU, schedule whole prefills only.
-        cpu = {"enable_chunked_prefill": False} if current_platform.is_cpu() else {}
-        self.llm = LLM(
-            model=str(model_path), dtype=dtype, enforce_eager=True, max_model_len=max_model_len, **cpu
-        )
-        # An engine process left running makes the interpreter hang at exit (multiprocessing joins it), so
-        # it is stopped at exit at the latest; atexit runs this before multiprocessing's own exit hook.
+        engine_args = {"enable_chunked_prefill": False} if cpu else {}
+        # vLLM's CPU worker replaces torch.set_num_threads process-wide; put it back when the engine stops.
+        self._set_num_threads = torch.set_num_threads
+        with _environ_defaults(CPU_ENGINE_ENV if cpu else {}):
+            self.llm = LLM(
+                model=str(model_path),
+                dtype=dtype,
+                enforce_eager=True,
+                max_model_len=max_model_len,
+                **engine_args,
+            )
+        # An engine process (GPUs) left running makes the interpreter hang at exit (multiprocessing joins
+        # it), so it is stopped at exit at the latest; atexit runs this before multiprocessing's exit hook.
         atexit.register(self.close)
 
     def close(self) -> None:
-        """Stop the engine process (idempotent). A second engine in the same process needs the first gone."""
+        """Stop the engine (idempotent). A second engine in the same process needs the first gone."""
         llm, self.llm = getattr(self, "llm", None), None
         if llm is not None:
+            import torch
+
             llm.llm_engine.engine_core.shutdown()
+            torch.set_num_threads = self._set_num_threads
             atexit.unregister(self.close)
 
     def sample(

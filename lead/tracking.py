@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from lead.config import Params
@@ -28,6 +29,29 @@ def tracking_uri(params: Params) -> str:
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
     return f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def use_experiment(params: Params) -> None:
+    """Point MLflow at ``params``' store and experiment, creating the experiment if it is new.
+
+    A new experiment in a local sqlite store keeps its artifacts in ``mlruns/`` beside the database file.
+    MLflow's default is ``./mlruns`` under whatever the working directory is, so a run against a throw-away
+    store (a test, a benchmark) would write its artifacts into the repository's own ``mlruns/``.
+    """
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    uri = tracking_uri(params)
+    mlflow.set_tracking_uri(uri)
+    name = params.tracking.experiment
+    if uri.startswith("sqlite:///") and mlflow.get_experiment_by_name(name) is None:
+        database = Path(uri.removeprefix("sqlite:///")).absolute()
+        try:
+            mlflow.create_experiment(name, artifact_location=(database.parent / "mlruns").as_uri())
+        except MlflowException as exc:  # created by another process in between
+            if mlflow.get_experiment_by_name(name) is None:
+                raise exc from None
+    mlflow.set_experiment(name)
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -58,8 +82,7 @@ def stage_run(
     """
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri(params))
-    mlflow.set_experiment(params.tracking.experiment)
+    use_experiment(params)
     parent = os.environ.get(PARENT_RUN_ENV)
     tags = {"stage": stage, **({"mlflow.parentRunId": parent} if parent else {})}
     nested = mlflow.active_run() is not None  # inside the Prefect flow's parent run

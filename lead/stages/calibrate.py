@@ -296,7 +296,7 @@ def _sample_missing(
         start_seconds = time.perf_counter() - started
         stats, chunks = _sample_chunks(params, sampler, tokenizer, todo, settings_hash, cache, header)
     finally:
-        sampler.close()  # a vLLM engine process must not outlive the stage (nor block a second one)
+        sampler.close()  # a vLLM engine (its KV cache; on GPUs a process) must not outlive the stage
     return stats, chunks, start_seconds
 
 

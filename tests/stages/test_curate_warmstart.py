@@ -156,6 +156,9 @@ def test_curate_local_source_quarantine_report_and_determinism(small_params: Par
     mlflow.set_tracking_uri(tracking_uri(small_params))
     runs = mlflow.search_runs(experiment_names=[small_params.tracking.experiment], output_format="list")
     assert runs[0].data.metrics["contamination.math500"] == 1.0 and runs[0].data.tags["stage"] == "curate"
+    # The report went to the store's own folder (beside mlflow.db), not to ./mlruns of the working directory.
+    assert runs[0].info.artifact_uri.startswith((tmp_path / "mlruns").as_uri())
+    assert any((tmp_path / "mlruns").rglob("report.md"))
 
     before = [(root / name).read_bytes() for name in ("train.parquet", "test.parquet", "quarantine.jsonl")]
     curate.run(small_params)

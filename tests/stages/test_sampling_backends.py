@@ -1,8 +1,17 @@
 """Both generation backends load the locally built model and return completions in one format."""
 
+import os
+
 import pytest
 
-from lead.sampling import Completion, SamplingSpec, TransformersSampler, make_sampler, render_prompt
+from lead.sampling import (
+    CPU_ENGINE_ENV,
+    Completion,
+    SamplingSpec,
+    TransformersSampler,
+    make_sampler,
+    render_prompt,
+)
 from tests.conftest import SUFFIX
 
 
@@ -36,16 +45,23 @@ def test_unknown_backend_is_a_clear_error(tiny_model):
 @pytest.mark.slow
 def test_vllm_cpu_serves_the_tiny_model(tiny_model):
     """The saved model loads in vLLM (head_dim >= 32, HF layout, our tokenizer) and samples."""
+    import torch
     from transformers import AutoTokenizer
 
     path, problems = tiny_model
+    set_num_threads = torch.set_num_threads
+    environment = {key: os.environ.get(key) for key in CPU_ENGINE_ENV}
     sampler = make_sampler(path, "vllm")
+    # The CPU engine runs in this process, and the settings that put it there do not leak into the
+    # environment of anything started later.
+    assert {key: os.environ.get(key) for key in CPU_ENGINE_ENV} == environment
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     groups = sampler.sample(_prompts(tokenizer, problems), SamplingSpec(n=4, max_new_tokens=16, seed=0))
     assert [len(g) for g in groups] == [4, 4, 4]
     assert all(1 <= c.num_tokens <= 16 and isinstance(c.text, str) for g in groups for c in g)
     sampler.close()
     sampler.close()  # idempotent
+    assert torch.set_num_threads is set_num_threads  # vLLM's CPU worker replaced it while the engine ran
     # With the first engine stopped, a second one starts in the same process (the Prefect flow runs
     # calibrate and evaluate in one process).
     again = make_sampler(path, "vllm")
@@ -64,3 +80,13 @@ def test_prompt_seeds_differ_between_prompts_and_follow_the_run_seed():
     seeds = {prompt_seed(0, f"problem {i}") for i in range(1000)}
     assert len(seeds) == 1000 and all(0 <= s < 2**31 for s in seeds)
     assert prompt_seed(0, "a") == prompt_seed(0, "a") != prompt_seed(1, "a")
+
+
+def test_engine_environment_defaults_yield_to_the_users_values(monkeypatch):
+    from lead.sampling import _environ_defaults
+
+    monkeypatch.setenv("LEAD_TEST_SET", "user")
+    monkeypatch.delenv("LEAD_TEST_UNSET", raising=False)
+    with _environ_defaults({"LEAD_TEST_SET": "ours", "LEAD_TEST_UNSET": "ours"}):
+        assert (os.environ["LEAD_TEST_SET"], os.environ["LEAD_TEST_UNSET"]) == ("user", "ours")
+    assert os.environ["LEAD_TEST_SET"] == "user" and "LEAD_TEST_UNSET" not in os.environ
