@@ -56,7 +56,9 @@ def measure(problems: int | None = None, backend: str | None = None) -> dict[str
         params.curate.proxy.train_problems = n + added
         pool = pd.DataFrame(proxy_records(proxy_problems(params, "train")))
         params.paths.curated.mkdir(parents=True)
-        use_experiment(params)  # create the store outside the timings: both runs then pay the same MLflow cost
+        use_experiment(
+            params
+        )  # create the store outside the timings: both runs then pay the same MLflow cost
         overrides = {
             "paths.models": models,
             "paths.curated": params.paths.curated,
@@ -123,15 +125,17 @@ def main(problems: int | None = None, backend: str | None = None) -> dict[str, A
 def run() -> Result:
     """The ``python -m bench`` entry point: the default pool, then twice its size.
 
-    Two full runs give a process's fixed cost F and the cost per problem c (time = F + c·N); the goal then
-    holds for pools of N ≥ (1 − goal)·F / ((goal − 5 %)·c) problems.
+    Each kind of run is fitted as time = F + c x (problems sampled) from its two sizes (an incremental run
+    samples small batches, which vLLM runs less efficiently, so its F and c are its own); the goal then holds
+    from the pool size N where F_inc + c_inc x 5 % N = goal x (F_full + c_full x N).
     """
     runs = [measure()]
     runs.append(measure(2 * runs[0]["problems"]))
     small, large = runs
-    per_problem = (large["full_seconds"] - small["full_seconds"]) / (large["problems"] - small["problems"])
-    fixed = small["full_seconds"] - per_problem * small["problems"]
-    break_even = math.ceil((1 - GOAL) * fixed / ((GOAL - ADDED_SHARE) * per_problem))
+    full = _line([(r["problems"], r["full_seconds"]) for r in runs])
+    incremental = _line([(r["added"], r["incremental_seconds"]) for r in runs])
+    slope = GOAL * full[1] - ADDED_SHARE * incremental[1]
+    break_even = math.ceil((incremental[0] - GOAL * full[0]) / slope) if slope > 0 else None
     rows = []
     for r in runs:
         for kind, sampled in (("full", r["problems"]), ("incremental", r["added"])):
@@ -163,11 +167,15 @@ def run() -> Result:
             rows,
         ),
         "",
-        f"From the two full runs: a fixed cost of {fixed:.1f} s per process (Python and library imports, "
-        f"vLLM's import and engine start, MLflow, outputs) and {per_problem * 1000:.0f} ms per problem. "
-        f"The goal holds for pools of {break_even} problems or more; on the default pool the fixed cost "
-        f"alone is {fixed / small['full_seconds']:.2f} of a full run. Without the sampler's start the "
-        f"default pool's ratio is {small['ratio_without_start']:.3f}.",
+        f"Fitted: a full run costs {full[0]:.1f} s + {full[1] * 1000:.0f} ms per problem, an incremental "
+        f"one {incremental[0]:.1f} s + {incremental[1] * 1000:.0f} ms per new problem. The fixed part is "
+        "the process (Python and library imports, vLLM's import and engine start, MLflow, outputs); "
+        + (
+            f"the goal holds for pools of about {break_even} problems or more. "
+            if break_even
+            else "with these costs the goal holds at no pool size. "
+        )
+        + f"Without the sampler's start the default pool's ratio is {small['ratio_without_start']:.3f}.",
     ]
     return Result(
         name="calibration",
@@ -178,6 +186,13 @@ def run() -> Result:
         met=small["met"],
         body=body,
     )
+
+
+def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(intercept, slope) of the line through two points."""
+    (x0, y0), (x1, y1) = points
+    slope = (y1 - y0) / (x1 - x0)
+    return y0 - slope * x0, slope
 
 
 if __name__ == "__main__":

@@ -272,7 +272,8 @@ class Stage2Params(Section):
     )
     max_steps: int = Field(50, ge=1, le=10_000_000)
     overrides: dict[str, Any] = Field(
-        default_factory=dict, description="train keys for stage 2, e.g. {length_reward: false}"
+        default_factory=lambda: {"length_reward": False, "repetition_penalty": -1.5},
+        description="train keys for stage 2 (default: the paper's, length reward off and loops -1.5)",
     )
 
 
@@ -301,6 +302,13 @@ class TrainParams(Section):
     learning_rate: float | None = Field(None, gt=0.0, le=1.0)
     entropy_coef: float | None = Field(None, ge=0.0, le=1.0)
     epsilon_high: float | None = Field(None, ge=0.0, le=10.0)
+    repetition_penalty: float | None = Field(
+        None,
+        ge=-100.0,
+        le=0.0,
+        description="reward of any completion that loops (the repetition detector), finished or not; "
+        "null = off (the paper's later stage: -1.5)",
+    )
     # optimisation and sampling
     num_generations: int = Field(8, ge=2, le=1024, description="group size G")
     batch_size: int = Field(64, ge=2, le=1_000_000, description="completions per step; a multiple of G")
@@ -357,7 +365,7 @@ class TrainParams(Section):
         if bad:
             raise _rule("stage2.overrides", bad, "set stage 2's steps with stage2.max_steps")
         data = self.model_dump()
-        data.update(self.stage2.overrides, max_steps=self.stage2.max_steps, stage2=Stage2Params())
+        data.update(self.stage2.overrides, max_steps=self.stage2.max_steps, stage2=Stage2Params(overrides={}))
         try:
             return TrainParams.model_validate(data)
         except ValidationError as exc:

@@ -17,6 +17,8 @@ learning rate          1e-6            1e-6                 1e-6
 
 The ablation switches then act on top: ``length_reward: false`` sets α = 0 (no L), ``penalty: false`` sets
 every non-correct outcome to 0 (no E: a 0/1 accuracy reward), ``reweight: false`` turns AD off.
+``repetition_penalty`` (the paper's later stage: -1.5) makes every completion that loops degenerate, finished
+or not, and sets the degenerate reward to it.
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ def resolve(train: TrainParams) -> Resolved:
     correct, wrong, unfinished, degenerate = preset["outcomes"]
     if not train.penalty:  # E off: a plain 0/1 accuracy reward
         wrong = unfinished = degenerate = 0.0
+    if train.repetition_penalty is not None:  # an explicit knob, so it holds with E off too
+        degenerate = train.repetition_penalty
     truncation = pick("truncation")
     gate = pick("length_gate_tokens")
     lead = LeadSettings(
@@ -97,6 +101,7 @@ def resolve(train: TrainParams) -> Resolved:
         drop_uninformative=train.drop_uninformative,
         before_think_close=pick("grade_before_think_close"),
         truncation=truncation,
+        repetition_anywhere=train.repetition_penalty is not None,
     )
     epsilon_high = pick("epsilon_high")
     return Resolved(

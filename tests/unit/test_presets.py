@@ -59,4 +59,22 @@ def test_scale_recipes_are_valid_and_follow_the_paper(name):
     assert t.preset == "faithful" and resolve(t).learning_rate == 1e-6 and t.temperature == 0.8
     assert t.batch_size == 256 and t.num_generations == 8 and t.max_completion_length == 12288
     assert t.stage2.enabled and t.stage2.max_pass_rate == 0.75 and t.stage2_train().length_reward is False
+    assert t.stage2_train().repetition_penalty == -1.5 and t.repetition_penalty is None
     assert t.use_vllm and t.bf16 and t.checkpoint == "best" and t.alpha == 0.05
+
+
+@pytest.mark.parametrize("preset", ["faithful", "paper", "improved"])
+def test_repetition_penalty_scores_loops_anywhere_even_with_e_off(preset):
+    from lead.rewards import Outcome
+    from lead.training.trainer import classify
+
+    assert not resolve(TrainParams(preset=preset)).lead.repetition_anywhere
+    s = resolve(TrainParams(preset=preset, penalty=False, repetition_penalty=-1.5)).lead
+    assert s.repetition_anywhere and s.degenerate == -1.5 and s.wrong == 0.0
+    # The answer is boxed inside and after the reasoning: correct under every preset's grading rule.
+    loop = "<think>" + "let me check again " * 12 + "so \\boxed{4}</think> \\boxed{4}"
+    plain = "<think>2 + 2 = 4, so \\boxed{4}</think> \\boxed{4}"
+    assert classify([loop, plain], ["4", "4"], [False, False], s) == [Outcome.DEGENERATE, Outcome.CORRECT]
+    # Without the knob a finished loop is graded like any answer (the reference code's rule).
+    off = resolve(TrainParams(preset=preset, penalty=False)).lead
+    assert classify([loop], ["4"], [False], off) == [Outcome.CORRECT]
