@@ -334,6 +334,16 @@ class TrainParams(Section):
     lora: LoraParams = LoraParams()
     use_vllm: bool = False
     vllm_mode: Literal["colocate", "server"] = "colocate"
+    vllm_gpu_memory_utilization: float = Field(
+        0.3, gt=0.0, le=1.0, description="colocate: share of each GPU's memory for vLLM (weights + KV cache)"
+    )
+    vllm_tensor_parallel_size: int = Field(1, ge=1, le=64, description="colocate: GPUs per vLLM engine")
+    vllm_enable_sleep_mode: bool = Field(
+        False, description="colocate: offload vLLM's weights and KV cache during the optimizer step"
+    )
+    vllm_server_base_url: str | None = Field(
+        None, description="server: URL of `trl vllm-serve` (null = TRL's default, localhost:8000)"
+    )
     bf16: bool = False
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False

@@ -227,6 +227,14 @@ class VLLMSampler:
         return out
 
 
+def context_window(path: str | Path, *, trust_remote_code: bool = False) -> int | None:
+    """The model's context length in tokens (``max_position_embeddings``), or None when its config has none."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code)
+    return getattr(config.get_text_config(), "max_position_embeddings", None)
+
+
 def make_sampler(
     model_path: str | Path,
     backend: Backend = "auto",

@@ -100,14 +100,6 @@ def sampling_spec(params: Params):
     )
 
 
-def context_window(path: str) -> int | None:
-    """The model's context length in tokens (``max_position_embeddings``), or None when its config has none."""
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(path)
-    return getattr(config.get_text_config(), "max_position_embeddings", None)
-
-
 @dataclass
 class _Prepared:
     """A benchmark's problems with their rendered prompts and whether each fits in the context window."""
@@ -273,7 +265,7 @@ def run(params: Params) -> dict[str, Any]:
     from lead.benchmarks import load_benchmark
     from lead.evaluation import benchmark_metrics, budget_sweep, cached_equal
     from lead.progress import progress_bar
-    from lead.sampling import VLLMSampler, make_sampler
+    from lead.sampling import VLLMSampler, context_window, make_sampler
     from lead.tracking import stage_run
 
     ev = params.evaluate

@@ -109,8 +109,15 @@ def last_complete_checkpoint(folder: Path) -> Path | None:
     return None
 
 
-def grpo_config(params: Params, output_dir: Path):
-    """TRL ``GRPOConfig`` from ``params.train`` with the preset applied (fully on-policy, constant lr)."""
+# Allowance for the chat template's tokens around a prompt (curate.max_prompt_tokens counts problem + suffix).
+CHAT_TEMPLATE_TOKENS = 64
+
+
+def grpo_config(params: Params, output_dir: Path, *, context: int | None = None):
+    """TRL ``GRPOConfig`` from ``params.train`` with the preset applied (fully on-policy, constant lr).
+
+    ``context`` = the model's context window (vLLM refuses a longer ``vllm_max_model_length``), None = unknown.
+    """
     import torch
     from trl import GRPOConfig
 
@@ -120,6 +127,7 @@ def grpo_config(params: Params, output_dir: Path):
     r = resolve(t)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     cuda = torch.cuda.is_available()
+    longest = params.curate.max_prompt_tokens + CHAT_TEMPLATE_TOKENS + t.max_completion_length
     return GRPOConfig(
         output_dir=str(output_dir),
         per_device_train_batch_size=t.batch_size // world,
@@ -161,6 +169,13 @@ def grpo_config(params: Params, output_dir: Path):
         gradient_checkpointing=t.gradient_checkpointing,
         use_vllm=t.use_vllm,
         vllm_mode=t.vllm_mode,
+        vllm_gpu_memory_utilization=t.vllm_gpu_memory_utilization,
+        vllm_tensor_parallel_size=t.vllm_tensor_parallel_size,
+        vllm_enable_sleep_mode=t.vllm_enable_sleep_mode,
+        vllm_server_base_url=t.vllm_server_base_url,
+        # Without it vLLM sizes its context to the model's (131k tokens for R1-Distill-Qwen) and must hold one
+        # such sequence in its KV cache; curate bounds prompts, so the longest sequence is known.
+        vllm_max_model_length=min(longest, context) if context else longest,
         model_init_kwargs={"trust_remote_code": t.trust_remote_code},
         seed=t.seed,
         data_seed=t.seed,
@@ -218,6 +233,7 @@ def _phase(
     from transformers import AutoTokenizer, PrinterCallback
 
     from lead.progress import RichProgressCallback
+    from lead.sampling import context_window
     from lead.tracking import stage_run
     from lead.training.presets import resolve
     from lead.training.trainer import LEADTrainer
@@ -247,7 +263,9 @@ def _phase(
         tokenizer = AutoTokenizer.from_pretrained(start, trust_remote_code=params.train.trust_remote_code)
         trainer = LEADTrainer(
             model=start,
-            args=grpo_config(params, ckpt),
+            args=grpo_config(
+                params, ckpt, context=context_window(start, trust_remote_code=params.train.trust_remote_code)
+            ),
             train_dataset=Dataset.from_list(rows),
             eval_dataset=Dataset.from_list(dev) if dev else None,
             processing_class=tokenizer,

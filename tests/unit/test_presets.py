@@ -63,6 +63,27 @@ def test_scale_recipes_are_valid_and_follow_the_paper(name):
     assert t.use_vllm and t.bf16 and t.checkpoint == "best" and t.alpha == 0.05
 
 
+@pytest.mark.parametrize("name", ["grpo-lead-14b.yaml", "grpo-lead-7b.yaml"])
+def test_scale_recipes_reach_trl_with_a_bounded_vllm_context(name, tmp_path):
+    from lead.cli import _recipe_overrides
+    from lead.config import load_params
+    from lead.stages.train import CHAT_TEMPLATE_TOKENS, grpo_config
+    from tests.conftest import ROOT
+
+    params = load_params(ROOT / "params.yaml", _recipe_overrides(ROOT / "recipes" / name))
+    config = grpo_config(params, tmp_path)
+    t = params.train
+    assert config.use_vllm and config.vllm_mode == "colocate" and config.vllm_enable_sleep_mode
+    assert (config.vllm_gpu_memory_utilization, config.vllm_tensor_parallel_size) == (
+        t.vllm_gpu_memory_utilization,
+        t.vllm_tensor_parallel_size,
+    )
+    # The longest prompt curate lets through, its chat template and the completion budget; not the model's 131k.
+    assert config.vllm_max_model_length == 1024 + CHAT_TEMPLATE_TOKENS + 12288
+    # ... and never past the model's own context, which vLLM would refuse.
+    assert grpo_config(params, tmp_path, context=4096).vllm_max_model_length == 4096
+
+
 @pytest.mark.parametrize("preset", ["faithful", "paper", "improved"])
 def test_repetition_penalty_scores_loops_anywhere_even_with_e_off(preset):
     from lead.rewards import Outcome
