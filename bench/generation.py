@@ -5,10 +5,11 @@ The workload is the evaluation stage's: the warm-started tiny model (``models/wa
 evaluation temperature), up to ``MAX_NEW_TOKENS`` new tokens. Both go through :func:`lead.sampling.make_sampler`,
 exactly as the stages use them (transformers in float32, vLLM's CPU backend in bfloat16, its default there).
 
-Each backend runs in its own process (vLLM's CPU backend binds OpenMP threads to cores, which would skew a
-transformers run in the same process), loads the model, samples a small warm-up batch, then times
-``REPEATS`` ``sample`` calls (seeds 0, 1, ...). tokens/s = generated tokens (EOS included) / wall seconds of a
-call; the fastest call counts, the one least disturbed by other jobs on a shared machine.
+Each backend runs in its own process (vLLM replaces ``torch.set_num_threads`` while its engine runs and
+leaves its imports and allocations behind, which could skew a transformers run in the same process), loads
+the model, samples a small warm-up batch, then times ``REPEATS`` ``sample`` calls (seeds 0, 1, ...).
+tokens/s = generated tokens (EOS included) / wall seconds of a call; the fastest call counts, the one least
+disturbed by other jobs on a shared machine.
 """
 
 from __future__ import annotations
