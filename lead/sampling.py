@@ -149,11 +149,11 @@ class VLLMSampler:
 
     On CPU the engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) without OpenMP thread
     binding (``VLLM_CPU_OMP_THREADS_BIND=nobind``). vLLM-CPU's default is an engine-core process that spawns
-    a worker process, and each spawn re-imports vLLM: ~15 s of the ~20 s engine start on 2 cores, which
-    dominated a small incremental calibration. In this process the engine starts in ~6 s (~2 s for a second
-    engine) and samples as fast (same tokens, same seeds). Without ``nobind`` vLLM would pin this whole
-    process's OpenMP threads to one core. Either variable set in the environment wins. On GPUs vLLM's own
-    defaults (a separate engine process) are kept.
+    a worker process, and each spawn re-imports vLLM: ~15 s of a ~24 s start (vLLM's import included) on 2
+    cores, which dominated a small incremental calibration. In this process a fresh engine starts in ~9-11 s,
+    most of it importing vLLM (~2 s for a second engine), and samples as fast (same tokens, same seeds). Without
+    ``nobind`` vLLM would pin this whole process's OpenMP threads to one core. Either variable set in the
+    environment wins. On GPUs vLLM's own defaults (a separate engine process) are kept.
     """
 
     def __init__(

@@ -2,7 +2,8 @@
 
 * Tracking URI: ``tracking.uri`` in params, else ``MLFLOW_TRACKING_URI``, else an sqlite file at the
   repository root (an *absolute* URI, so runs started from another folder — ``dvc exp run --temp``, a Prefect
-  worker — land in the same store).
+  worker — land in the same store). A new experiment in a local sqlite store keeps its artifacts in ``mlruns/``
+  beside the database (:func:`use_experiment`), not in ``./mlruns`` of whatever the working directory is.
 * :func:`stage_run` opens the stage's run, tagged ``stage=<name>``, nested under the pipeline's parent run
   when ``LEAD_PARENT_RUN_ID`` is set (the Prefect flow sets it). A run that raises is marked FAILED before
   the exception propagates (MLflow's atexit handler would otherwise mark it FINISHED).

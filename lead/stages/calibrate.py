@@ -284,7 +284,7 @@ def _sample_missing(
     """Sample, grade and cache ``todo`` = [(problem key, problem, answer)] chunk by chunk; ``header`` (the
     settings line of a new key) goes in with the first chunk, so the file never describes settings that
     have no result. Returns the grader statistics of these completions, the number of chunks and the
-    seconds spent starting the sampler (loading the model; vLLM's engine start)."""
+    seconds spent starting the sampler (importing vLLM, loading the model, vLLM's engine start)."""
     from lead.grading import GradeStats
 
     if not todo:

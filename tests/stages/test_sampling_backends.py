@@ -62,8 +62,8 @@ def test_vllm_cpu_serves_the_tiny_model(tiny_model):
     sampler.close()
     sampler.close()  # idempotent
     assert torch.set_num_threads is set_num_threads  # vLLM's CPU worker replaced it while the engine ran
-    # With the first engine stopped, a second one starts in the same process (the Prefect flow runs
-    # calibrate and evaluate in one process).
+    # With the first engine stopped, a second one starts in the same process (`lead pipeline` runs calibrate
+    # then evaluate in one process; `lead ablation` evaluates every variant in one).
     again = make_sampler(path, "vllm")
     assert [
         len(g) for g in again.sample(_prompts(tokenizer, problems), SamplingSpec(n=2, max_new_tokens=4))
