@@ -56,9 +56,8 @@ def measure(problems: int | None = None, backend: str | None = None) -> dict[str
         params.curate.proxy.train_problems = n + added
         pool = pd.DataFrame(proxy_records(proxy_problems(params, "train")))
         params.paths.curated.mkdir(parents=True)
-        use_experiment(
-            params
-        )  # create the store outside the timings: both runs then pay the same MLflow cost
+        # Create the store outside the timings: both runs then pay the same MLflow cost.
+        use_experiment(params)
         overrides = {
             "paths.models": models,
             "paths.curated": params.paths.curated,

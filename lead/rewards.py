@@ -261,6 +261,7 @@ def classify_outcome(
     require_think_close: bool = True,
     truncated: bool = False,
     no_answer_as_unfinished: bool = False,
+    loops_anywhere: bool = False,
 ) -> Outcome:
     """Map a completion and the grader's verdict to an :class:`Outcome` (GRPO-LEAD.md §3).
 
@@ -269,6 +270,8 @@ def classify_outcome(
         not finished = truncated or (require_think_close and "</think>" not in completion)
         not finished            -> DEGENERATE if is_degenerate(completion) else UNFINISHED
         otherwise               -> CORRECT if is_correct else WRONG   (None = no answer -> WRONG)
+
+    With ``loops_anywhere`` a completion that loops is DEGENERATE whether or not it finished.
 
     Args:
         completion: the generated text (the reference code runs the detector on the decoded
@@ -283,6 +286,8 @@ def classify_outcome(
         no_answer_as_unfinished: route ``is_correct=None`` through the unfinished / degenerate branch
             instead of WRONG. This is what the reference code actually does (no extracted answer scores
             like a missing ``</think>``: 0, or -2 when degenerate); the spec table says WRONG.
+        loops_anywhere: run the repetition detector on finished completions too (the paper's later stage,
+            "repeated n-grams -1.5"); the reference code checks only unfinished ones.
 
     >>> classify_outcome("<think>2+2=4</think> The answer is 4.", True)
     <Outcome.CORRECT: 'correct'>
@@ -296,6 +301,8 @@ def classify_outcome(
     unfinished = truncated or (require_think_close and THINK_CLOSE not in completion)
     if no_answer_as_unfinished and is_correct is None:
         unfinished = True
+    if (unfinished or loops_anywhere) and is_degenerate(completion):
+        return Outcome.DEGENERATE
     if unfinished:
-        return Outcome.DEGENERATE if is_degenerate(completion) else Outcome.UNFINISHED
+        return Outcome.UNFINISHED
     return Outcome.CORRECT if is_correct else Outcome.WRONG

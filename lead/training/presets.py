@@ -101,7 +101,7 @@ def resolve(train: TrainParams) -> Resolved:
         drop_uninformative=train.drop_uninformative,
         before_think_close=pick("grade_before_think_close"),
         truncation=truncation,
-        repetition_anywhere=train.repetition_penalty is not None,
+        loops_anywhere=train.repetition_penalty is not None,
     )
     epsilon_high = pick("epsilon_high")
     return Resolved(

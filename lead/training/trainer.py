@@ -29,7 +29,7 @@ from trl import GRPOTrainer
 
 from lead.advantages import difficulty_weight, lead_advantages
 from lead.grading import grade_batch
-from lead.rewards import Outcome, classify_outcome, is_degenerate, lead_rewards
+from lead.rewards import Outcome, classify_outcome, lead_rewards
 
 OUTCOMES = list(Outcome)
 Truncation = Literal["unfinished", "wrong", "mask"]
@@ -58,7 +58,7 @@ class LeadSettings:
     truncation: Truncation = "unfinished"  # how a completion cut at the token limit is scored
     # The paper's later stage penalizes repeated n-grams in any completion: a loop is then DEGENERATE even when
     # the completion finished (the reference code only checks unfinished ones), and scores ``degenerate``.
-    repetition_anywhere: bool = False
+    loops_anywhere: bool = False
 
 
 def completion_text(completion: Any) -> str:
@@ -79,12 +79,15 @@ def classify(
     for text, ok, cut in zip(texts, verdicts, truncated, strict=True):
         # "wrong" truncation: a cut-off completion is graded like any other (no answer → wrong).
         cut_as_unfinished = cut and settings.truncation != "wrong"
-        outcome = classify_outcome(
-            text, ok, require_think_close=settings.require_think_close, truncated=cut_as_unfinished
+        out.append(
+            classify_outcome(
+                text,
+                ok,
+                require_think_close=settings.require_think_close,
+                truncated=cut_as_unfinished,
+                loops_anywhere=settings.loops_anywhere,
+            )
         )
-        if settings.repetition_anywhere and outcome is not Outcome.DEGENERATE and is_degenerate(text):
-            outcome = Outcome.DEGENERATE
-        out.append(outcome)
     return out
 
 

@@ -89,9 +89,9 @@ def test_repetition_penalty_scores_loops_anywhere_even_with_e_off(preset):
     from lead.rewards import Outcome
     from lead.training.trainer import classify
 
-    assert not resolve(TrainParams(preset=preset)).lead.repetition_anywhere
+    assert not resolve(TrainParams(preset=preset)).lead.loops_anywhere
     s = resolve(TrainParams(preset=preset, penalty=False, repetition_penalty=-1.5)).lead
-    assert s.repetition_anywhere and s.degenerate == -1.5 and s.wrong == 0.0
+    assert s.loops_anywhere and s.degenerate == -1.5 and s.wrong == 0.0
     # The answer is boxed inside and after the reasoning: correct under every preset's grading rule.
     loop = "<think>" + "let me check again " * 12 + "so \\boxed{4}</think> \\boxed{4}"
     plain = "<think>2 + 2 = 4, so \\boxed{4}</think> \\boxed{4}"

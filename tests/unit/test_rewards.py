@@ -332,6 +332,9 @@ DONE = "<think> 17 * 23 = 391 </think> The answer is 391."
         (DONE, None, {"no_answer_as_unfinished": True}, Outcome.UNFINISHED),  # reference-code behaviour
         (LOOP + " </think>", None, {"no_answer_as_unfinished": True}, Outcome.DEGENERATE),
         (DONE, False, {"no_answer_as_unfinished": True}, Outcome.WRONG),
+        (LOOP + " </think> 5", True, {"loops_anywhere": True}, Outcome.DEGENERATE),  # the paper's later stage
+        (DONE, True, {"loops_anywhere": True}, Outcome.CORRECT),
+        (CUT, False, {"loops_anywhere": True}, Outcome.UNFINISHED),
     ],
 )
 def test_classify_outcome_table(completion, is_correct, kwargs, expected):
