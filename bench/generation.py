@@ -36,7 +36,7 @@ def _worker(backend: str) -> dict[str, float]:
     """In a child process: load, warm up, time one sampling call on the workload; numbers as a dict."""
     from lead.benchmarks import load_benchmark
     from lead.config import load_params
-    from lead.sampling import SamplingSpec, make_sampler, render_prompt
+    from lead.sampling import SamplingSpec, make_sampler, user_message
 
     params = load_params(ROOT / "params.yaml")
     params.paths.curated = ROOT / params.paths.curated
@@ -44,10 +44,7 @@ def _worker(backend: str) -> dict[str, float]:
     started = time.perf_counter()
     sampler = make_sampler(MODEL, backend)
     load_s = time.perf_counter() - started
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(MODEL))
-    prompts = [render_prompt(tokenizer, p.problem, params.model.prompt_suffix) for p in problems]
+    prompts = [user_message(p.problem, params.model.prompt_suffix) for p in problems]
     spec = SamplingSpec(n=SAMPLES, temperature=TEMPERATURE, max_new_tokens=MAX_NEW_TOKENS, seed=0)
     sampler.sample(prompts[:2], SamplingSpec(n=2, temperature=TEMPERATURE, max_new_tokens=16, seed=99))
     best = None

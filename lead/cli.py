@@ -144,6 +144,39 @@ def calibrate(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None, recipe
     )
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def serve(
+    ctx: typer.Context,
+    path: ParamsOpt = DEFAULT_PARAMS,
+    overrides: SetOpt = None,
+    recipe: RecipeOpt = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+) -> None:
+    """Serve the model that calibrate samples (vLLM's OpenAI-compatible server) until stopped; then
+    `-S calibrate.server=http://HOST:PORT` calibrates without starting an engine per run.
+
+    The model is served under its content fingerprint and dtype, so calibrate refuses a server whose model has
+    changed since (restart this after `lead warmstart`). Arguments after `--` go to vLLM's server unchanged,
+    e.g. `lead serve -- --tensor-parallel-size 2 --gpu-memory-utilization 0.8`.
+    """
+    import os
+
+    from lead.sampling import serve_command, served_model_name
+    from lead.stages import calibrate as stage
+
+    cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
+    model = stage.model_path(cfg)
+    name = served_model_name(stage.model_fingerprint(model), cfg.model.dtype)
+    argv, env = serve_command(model, name, dtype=cfg.model.dtype, host=host, port=port)
+    console.print(
+        f"serving {model} as {name!r}; calibrate with -S calibrate.server=http://{host}:{port}",
+        highlight=False,
+    )
+    # vLLM's server replaces this process: signals (Ctrl-C, a pod's SIGTERM) reach it directly.
+    os.execve(argv[0], [*argv, *ctx.args], {**os.environ, **env})
+
+
 @app.command()
 def train(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None, recipe: RecipeOpt = None) -> None:
     """GRPO-LEAD reinforcement learning (TRL GRPOTrainer + LEAD rewards and advantages); resumes a killed run."""

@@ -232,6 +232,12 @@ class CalibrateParams(Section):
     backend: Literal["auto", "vllm", "transformers"] = Field(
         "auto", description="sampling backend; auto = vLLM when it imports, else transformers"
     )
+    server: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="URL of a running generation server (`lead serve`) serving this model; null = start an "
+        "engine in the stage",
+    )
     chunk_size: int = Field(
         128, ge=1, le=1_000_000, description="problems per sampling chunk; the cache is appended after each"
     )

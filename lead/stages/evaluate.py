@@ -102,10 +102,10 @@ def sampling_spec(params: Params):
 
 @dataclass
 class _Prepared:
-    """A benchmark's problems with their rendered prompts and whether each fits in the context window."""
+    """A benchmark's problems with their user messages and whether each prompt fits in the context window."""
 
     problems: list[Any]
-    prompts: list[str]
+    messages: list[str]
     fits: list[bool]
     prompt_tokens: list[int]
 
@@ -113,16 +113,17 @@ class _Prepared:
 def _prepare(
     params: Params, suites: dict[str, list[Any]], tokenizer, context: int | None
 ) -> dict[str, _Prepared]:
-    from lead.sampling import render_prompt
+    from lead.sampling import render_prompt, user_message
 
     budget = params.evaluate.max_new_tokens
     out = {}
     for name, problems in suites.items():
-        prompts = [render_prompt(tokenizer, p.problem, params.model.prompt_suffix) for p in problems]
-        # Counted with special tokens, as vLLM tokenizes a prompt: the larger of the two backends' counts.
+        messages = [user_message(p.problem, params.model.prompt_suffix) for p in problems]
+        prompts = [render_prompt(tokenizer, m) for m in messages]
+        # Counted with special tokens: the larger of the counts with and without them (a safe bound).
         lengths = [len(ids) for ids in tokenizer(prompts)["input_ids"]] if prompts else []
         fits = [context is None or n + budget <= context for n in lengths]
-        out[name] = _Prepared(problems, prompts, fits, lengths)
+        out[name] = _Prepared(problems, messages, fits, lengths)
     return out
 
 
@@ -298,17 +299,17 @@ def run(params: Params) -> dict[str, Any]:
         scored: dict[str, list[Any]] = {}
         sweeps: dict[str, list[Any]] = {}
         for name, bench in prepared.items():
-            prompts = [p for p, fit in zip(bench.prompts, bench.fits, strict=True) if fit]
+            messages = [m for m, fit in zip(bench.messages, bench.fits, strict=True) if fit]
             per_seed = []
             for repeat in range(ev.repeats):
                 # Repeats re-sample the same problems with seeds seed, seed+1, ...: the spread over them is
                 # the sampling noise of every score (AIME has only 30 problems).
                 seeded = dataclasses.replace(spec, seed=spec.seed + repeat)
                 groups = []
-                if prompts:
-                    with progress_bar(f"evaluate {name}", len(prompts)) as advance:
+                if messages:
+                    with progress_bar(f"evaluate {name}", len(messages)) as advance:
                         advance(0, status=f"{ev.samples} samples/problem, seed {seeded.seed}, {backend}")
-                        groups = sampler.sample(prompts, seeded, progress=advance)
+                        groups = sampler.sample(messages, seeded, progress=advance)
                 rows, problems, stats = _score_benchmark(name, bench, groups, ev.samples)
                 records += [{**row, "seed": seeded.seed} for row in rows]
                 # One cache of answer comparisons per run: the scores, the sweep and the bands share it.

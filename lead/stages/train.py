@@ -232,9 +232,9 @@ def _phase(
     from datasets import Dataset
     from transformers import AutoTokenizer, PrinterCallback
 
-    from lead.progress import RichProgressCallback
     from lead.sampling import context_window
     from lead.tracking import stage_run
+    from lead.training.callbacks import RichProgressCallback
     from lead.training.presets import resolve
     from lead.training.trainer import LEADTrainer
 

@@ -140,7 +140,7 @@ def run(params: Params) -> dict[str, Any]:
     from transformers import PrinterCallback
     from trl import SFTTrainer
 
-    from lead.progress import RichProgressCallback
+    from lead.training.callbacks import RichProgressCallback
 
     out = model_dir(params)
     if not params.warmstart.enabled:
@@ -196,7 +196,7 @@ def report(params: Params, backend: str = "auto") -> list[Any]:
     from lead.difficulty import summarize_by_level
     from lead.grading import grade_batch
     from lead.progress import progress_bar
-    from lead.sampling import SamplingSpec, make_sampler, render_prompt
+    from lead.sampling import SamplingSpec, make_sampler, user_message
     from lead.stages.curate import proxy_problems
 
     cfg = params.warmstart.report
@@ -207,13 +207,12 @@ def report(params: Params, backend: str = "auto") -> list[Any]:
             chosen[p.level].append(p)
     picked = [p for level in sorted(chosen) for p in chosen[level]]
     sampler = make_sampler(model_dir(params), backend)
-    tokenizer = getattr(sampler, "tokenizer", None) or _tokenizer(model_dir(params))
-    prompts = [render_prompt(tokenizer, p.question, params.model.prompt_suffix) for p in picked]
+    messages = [user_message(p.question, params.model.prompt_suffix) for p in picked]
     spec = SamplingSpec(
         n=cfg.samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed
     )
-    with progress_bar("report: sampling", len(prompts)) as advance:
-        groups = sampler.sample(prompts, spec, progress=advance)
+    with progress_bar("report: sampling", len(messages)) as advance:
+        groups = sampler.sample(messages, spec, progress=advance)
     sampler.close()
     flat = [c.text for g in groups for c in g]
     golds = [str(p.answer) for p in picked for _ in range(cfg.samples)]
@@ -221,12 +220,6 @@ def report(params: Params, backend: str = "auto") -> list[Any]:
     correct = [verdicts[i * cfg.samples : (i + 1) * cfg.samples] for i in range(len(picked))]
     lengths = [[c.num_tokens for c in g] for g in groups]
     return summarize_by_level([p.level for p in picked], correct, lengths)
-
-
-def _tokenizer(path: Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(path))
 
 
 def main(argv: list[str] | None = None) -> None:

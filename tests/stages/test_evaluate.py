@@ -187,7 +187,7 @@ def test_evaluate_all_benchmarks_with_transformers(eval_params: Params):
 
 
 class ScriptedSampler:
-    """Per prompt, four completions with known answers and lengths (the gold is looked up by prompt)."""
+    """Per user message, four completions with known answers and lengths (the gold is looked up by message)."""
 
     def __init__(self, golds: dict[str, str]):
         self.golds = golds
@@ -219,7 +219,7 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
     from transformers import AutoTokenizer
 
     from lead.cli import app
-    from lead.sampling import render_prompt
+    from lead.sampling import render_prompt, user_message
 
     ev = eval_params.evaluate
     ev.benchmarks, ev.max_problems, ev.samples = ["proxy", "amc23"], 3, 4
@@ -228,9 +228,9 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
     golds, fits = {}, {}
     for name in ev.benchmarks:
         for p in load_benchmark(name, eval_params, ev.max_problems):
-            prompt = render_prompt(tokenizer, p.problem, eval_params.model.prompt_suffix)
-            golds[prompt] = p.answer
-            fits[name, p.id] = len(tokenizer(prompt)["input_ids"]) + 450 <= 512
+            message = user_message(p.problem, eval_params.model.prompt_suffix)
+            golds[message] = p.answer
+            fits[name, p.id] = len(tokenizer(render_prompt(tokenizer, message))["input_ids"]) + 450 <= 512
     # The tiny model has 512 positions: every short proxy prompt leaves room for 450 tokens, no AMC prompt does.
     assert all(f for (name, _), f in fits.items() if name == "proxy")
     assert not any(f for (name, _), f in fits.items() if name == "amc23")

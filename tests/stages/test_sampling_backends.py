@@ -10,13 +10,13 @@ from lead.sampling import (
     SamplingSpec,
     TransformersSampler,
     make_sampler,
-    render_prompt,
+    user_message,
 )
 from tests.conftest import SUFFIX
 
 
-def _prompts(sampler_tokenizer, problems):
-    return [render_prompt(sampler_tokenizer, p.question, SUFFIX) for p in problems[:3]]
+def _messages(problems):
+    return [user_message(p.question, SUFFIX) for p in problems[:3]]
 
 
 def test_transformers_backend_samples_n_per_prompt(tiny_model):
@@ -24,16 +24,14 @@ def test_transformers_backend_samples_n_per_prompt(tiny_model):
     sampler = TransformersSampler(path, batch_prompts=2)
     done = []
     groups = sampler.sample(
-        _prompts(sampler.tokenizer, problems),
+        _messages(problems),
         SamplingSpec(n=4, max_new_tokens=12, seed=1),
         progress=done.append,
     )
     assert [len(g) for g in groups] == [4, 4, 4]
     assert sum(done) == 3
     assert all(isinstance(c, Completion) and 1 <= c.num_tokens <= 12 for g in groups for c in g)
-    again = sampler.sample(
-        _prompts(sampler.tokenizer, problems), SamplingSpec(n=4, max_new_tokens=12, seed=1)
-    )
+    again = sampler.sample(_messages(problems), SamplingSpec(n=4, max_new_tokens=12, seed=1))
     assert again == groups  # same seed, same completions
 
 
@@ -46,7 +44,6 @@ def test_unknown_backend_is_a_clear_error(tiny_model):
 def test_vllm_cpu_serves_the_tiny_model(tiny_model):
     """The saved model loads in vLLM (head_dim >= 32, HF layout, our tokenizer) and samples."""
     import torch
-    from transformers import AutoTokenizer
 
     path, problems = tiny_model
     set_num_threads = torch.set_num_threads
@@ -55,8 +52,7 @@ def test_vllm_cpu_serves_the_tiny_model(tiny_model):
     # The CPU engine runs in this process, and the settings that put it there do not leak into the
     # environment of anything started later.
     assert {key: os.environ.get(key) for key in CPU_ENGINE_ENV} == environment
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
-    groups = sampler.sample(_prompts(tokenizer, problems), SamplingSpec(n=4, max_new_tokens=16, seed=0))
+    groups = sampler.sample(_messages(problems), SamplingSpec(n=4, max_new_tokens=16, seed=0))
     assert [len(g) for g in groups] == [4, 4, 4]
     assert all(1 <= c.num_tokens <= 16 and isinstance(c.text, str) for g in groups for c in g)
     sampler.close()
@@ -65,9 +61,7 @@ def test_vllm_cpu_serves_the_tiny_model(tiny_model):
     # With the first engine stopped, a second one starts in the same process (`lead pipeline` runs calibrate
     # then evaluate in one process; `lead ablation` evaluates every variant in one).
     again = make_sampler(path, "vllm")
-    assert [
-        len(g) for g in again.sample(_prompts(tokenizer, problems), SamplingSpec(n=2, max_new_tokens=4))
-    ] == [
+    assert [len(g) for g in again.sample(_messages(problems), SamplingSpec(n=2, max_new_tokens=4))] == [
         2,
         2,
         2,

@@ -52,6 +52,11 @@ BAD = [
         ["calibrate.min_pass_rate = 0.8", "< max"],
     ),
     ("levels", "curate: {proxy: {min_ops: 5, max_ops: 2}}", ["curate.proxy.min_ops = 5", "<= max_ops (2)"]),
+    (
+        "server is not a URL",
+        "calibrate: {server: 'localhost:8000'}",
+        ["calibrate.server", "localhost:8000", "http"],
+    ),
     ("section is a scalar", "train: 3", ["train", "3", "valid dictionary"]),
     ("top level is a list", "- a\n- b", ["top level must be a mapping"]),
     ("not yaml", "train: {max_steps: [1,", ["not valid YAML"]),

@@ -3,7 +3,7 @@
 import pytest
 
 from lead.proxy import solution_trace
-from lead.sampling import render_prompt
+from lead.sampling import render_prompt, user_message
 from tests.conftest import SUFFIX
 
 TEXTS = [
@@ -37,7 +37,7 @@ def test_chat_template_renders_one_user_turn(tiny_model):
 
     path, problems = tiny_model
     tok = AutoTokenizer.from_pretrained(str(path))
-    prompt = render_prompt(tok, problems[0].question, SUFFIX)
+    prompt = render_prompt(tok, user_message(problems[0].question, SUFFIX))
     assert prompt == f"<|user|>{problems[0].question}{SUFFIX}\n<|assistant|>"
 
 
