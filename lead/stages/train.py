@@ -204,6 +204,7 @@ def stage2_rows(params: Params, stage1_model: Path, exclude: set[str]) -> tuple[
     from lead import difficulty
     from lead.stages import calibrate
 
+    # In this process's own engine: a generation server (calibrate.server) serves the base model, not this one.
     cal = calibrate.pool_records(params, stage1_model)
     pool = cal.pool.to_dict("records")
     limit = params.train.stage2.max_pass_rate
