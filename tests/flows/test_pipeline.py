@@ -8,9 +8,16 @@ from lead.config import ParamsError
 from lead.stages import STAGES
 
 
-@pytest.fixture(autouse=True)
-def prefect_home(tmp_path, monkeypatch):
-    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+@pytest.fixture(scope="module", autouse=True)
+def prefect_server(tmp_path_factory):
+    """One temporary Prefect server for the module, stopped when it ends: left to the interpreter's exit, its
+    shutdown logs to streams pytest has already closed (a "Logging error" traceback after the summary)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("PREFECT_HOME", str(tmp_path_factory.mktemp("prefect")))
+        with prefect_test_harness():
+            yield
 
 
 @pytest.mark.slow
