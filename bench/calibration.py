@@ -115,9 +115,8 @@ def measure(
 @contextmanager
 def generation_server(port: int = 8391) -> Iterator[tuple[str, float]]:
     """``lead serve`` for the warm-started model, until the ``with`` ends: its URL and start time (s)."""
-    import httpx
-
     from lead.config import load_params
+    from lead.sampling import wait_for_server
 
     models = ROOT / load_params(ROOT / "params.yaml").paths.models
     command = [sys.executable, "-m", "lead.cli", "serve", "-S", f"paths.models={models}", "--port", str(port)]
@@ -126,16 +125,11 @@ def generation_server(port: int = 8391) -> Iterator[tuple[str, float]]:
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         try:
-            while True:
-                try:
-                    if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if process.poll() is not None or time.perf_counter() - started > 300:
-                    log.seek(0)
-                    raise RuntimeError(f"`lead serve` did not start:\n{log.read().decode()[-3000:]}")
-                time.sleep(0.2)
+            try:
+                wait_for_server(url, process, timeout=300)
+            except RuntimeError as exc:
+                log.seek(0)
+                raise RuntimeError(f"`lead serve`: {exc}\n{log.read().decode()[-3000:]}") from None
             yield url, time.perf_counter() - started
         finally:
             process.terminate()

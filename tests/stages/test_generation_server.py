@@ -6,9 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 
-import httpx
 import pandas as pd
 import pytest
 
@@ -20,6 +18,7 @@ from lead.sampling import (
     serve_command,
     served_model_name,
     user_message,
+    wait_for_server,
 )
 from lead.stages import calibrate
 from lead.stages.curate import proxy_records
@@ -84,17 +83,11 @@ def server(tiny_model, tmp_path_factory):
     with log.open("w") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env})
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"generation server did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.5)
+    try:
+        wait_for_server(url, process, timeout=180)
+    except RuntimeError as exc:
+        process.kill()
+        pytest.fail(f"{exc}:\n{log.read_text()[-3000:]}")
     yield url, name
     process.terminate()
     try:
