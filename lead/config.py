@@ -12,16 +12,30 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from lead.difficulty import STAGE2_MAX_PASS_RATE
 from lead.proxy import Verbosity
 
 DEFAULT_PARAMS = Path("params.yaml")
 PAPER_PROMPT_SUFFIX = "\nLet's think step by step and put the final answer within \\boxed{}."
+
+
+# Random seeds: numpy and torch take 0 .. 2**32 - 1.
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 
 def _rule(key: str, value: object, rule: str) -> ValueError:
@@ -29,10 +43,34 @@ def _rule(key: str, value: object, rule: str) -> ValueError:
     return ValueError(rule, key, value)
 
 
+def _numeric(annotation: Any) -> bool:
+    """Whether a field's type is a number (``int``, ``float``, optionally ``None``, a list of them...)."""
+    if annotation in (int, float):
+        return True
+    return any(_numeric(a) for a in get_args(annotation))
+
+
 class Section(BaseModel):
     """Base of every params section: unknown keys are errors, values are re-validated on assignment."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_by_name=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic reads true as 1: `max_steps: true` would train one step. A boolean is never a count.
+        field = cls.model_fields.get(info.field_name or "")
+        if field is None or not _numeric(field.annotation) or _accepts_bool(field.annotation):
+            return value
+        if isinstance(value, bool):
+            raise ValueError(f"expected a number, got the boolean {value}")
+        if isinstance(value, list) and any(isinstance(v, bool) for v in value):
+            raise ValueError(f"expected numbers, got booleans in {value}")
+        return value
+
+
+def _accepts_bool(annotation: Any) -> bool:
+    return annotation is bool or any(_accepts_bool(a) for a in get_args(annotation))
 
 
 class TinySpec(Section):
@@ -79,8 +117,21 @@ class PathParams(Section):
 class TrackingParams(Section):
     """``tracking``: MLflow. ``uri: null`` means an sqlite file at the repository root (absolute URI)."""
 
-    uri: str | None = None
+    uri: str | None = Field(
+        None,
+        description="an MLflow tracking URI with its scheme (http(s)://host:port, sqlite:///abs/path.db, "
+        "file:///abs/folder, databricks, ...); null = sqlite file mlflow.db at the repository root",
+    )
     experiment: str = Field("lead", min_length=1)
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*:\S+", value):
+            raise ValueError(
+                "must be a URI with its scheme, e.g. http://127.0.0.1:5000 or sqlite:////abs/path/mlflow.db"
+            )
+        return value
 
 
 class ProxyParams(Section):
@@ -125,7 +176,7 @@ class CurateParams(Section):
     near-duplicate removal, decontamination against the evaluation benchmarks, mixing).
     """
 
-    seed: int = 0
+    seed: Seed = 0
     sources: list[SourceSpec] = Field(
         default_factory=lambda: [SourceSpec(name="proxy", path="proxy")], min_length=1
     )
@@ -193,7 +244,7 @@ class ReportParams(Section):
     samples: int = Field(8, ge=2, le=1024)
     temperature: float = Field(1.0, gt=0.0, le=10.0)
     max_new_tokens: int = Field(256, ge=1, le=131072)
-    seed: int = 0
+    seed: Seed = 0
 
 
 class WarmstartParams(Section):
@@ -204,7 +255,7 @@ class WarmstartParams(Section):
     """
 
     enabled: bool = True
-    seed: int = 0
+    seed: Seed = 0
     dataset: str = Field("proxy", min_length=1)
     examples: int = Field(19200, ge=1, le=10_000_000, description="proxy traces to draw (ignored otherwise)")
     verbosity: VerbosityParams = VerbosityParams()
@@ -228,7 +279,7 @@ class CalibrateParams(Section):
     keep_inclusive: Literal["neither", "both", "left", "right"] = Field(
         "neither", description="which ends of the keep band are closed (both: min <= p <= max)"
     )
-    seed: int = 0
+    seed: Seed = 0
     backend: Literal["auto", "vllm", "transformers"] = Field(
         "auto", description="sampling backend; auto = vLLM when it imports, else transformers"
     )
@@ -274,7 +325,10 @@ class Stage2Params(Section):
 
     enabled: bool = False
     max_pass_rate: float = Field(
-        0.75, ge=0.0, le=1.0, description="keep problems the stage-1 model solves at most this often"
+        STAGE2_MAX_PASS_RATE,
+        ge=0.0,
+        le=1.0,
+        description="keep problems the stage-1 model solves at most this often (0 included)",
     )
     max_steps: int = Field(50, ge=1, le=10_000_000)
     overrides: dict[str, Any] = Field(
@@ -308,6 +362,11 @@ class TrainParams(Section):
     learning_rate: float | None = Field(None, gt=0.0, le=1.0)
     entropy_coef: float | None = Field(None, ge=0.0, le=1.0)
     epsilon_high: float | None = Field(None, ge=0.0, le=10.0)
+    vllm_importance_sampling_correction: bool | None = Field(
+        None,
+        description="TRL's correction of the vLLM/trainer logprob mismatch (use_vllm only); null = the "
+        "preset's: off for faithful and paper (the paper's objective has none), on for improved",
+    )
     repetition_penalty: float | None = Field(
         None,
         ge=-100.0,
@@ -326,7 +385,7 @@ class TrainParams(Section):
     temperature: float = Field(1.0, gt=0.0, le=10.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_completion_length: int = Field(256, ge=1, le=131072)
-    seed: int = 0
+    seed: Seed = 0
     # checkpoints, logging, hardware
     save_steps: int = Field(25, ge=1, le=10_000_000, description="checkpoint every N steps (resume point)")
     logging_steps: int = Field(5, ge=1, le=10_000_000)
@@ -407,7 +466,7 @@ class EvaluateParams(Section):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     min_p: float = Field(0.0, ge=0.0, lt=1.0)
     max_new_tokens: int = Field(256, ge=1, le=131072)
-    seed: int = 0
+    seed: Seed = 0
     repeats: int = Field(
         1, ge=1, le=100, description="re-sample with seeds seed..seed+repeats-1; report the spread"
     )
@@ -450,7 +509,7 @@ class AblationParams(Section):
     variants: list[AblationVariant] = Field(
         default_factory=lambda: ["grpo", "grpo_l", "grpo_l_ad", "lead"], min_length=1
     )
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    seeds: list[Seed] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     max_steps: int | None = Field(None, ge=1, description="RL steps per run; null = train.max_steps")
 
     @model_validator(mode="after")
@@ -474,6 +533,15 @@ class Params(Section):
     # `register` would shadow BaseModel.register: keep the YAML key, rename the attribute.
     register_: RegisterParams = Field(RegisterParams(), alias="register")
     ablation: AblationParams = AblationParams()
+
+    @model_validator(mode="after")
+    def _stage2_model(self) -> Params:
+        if self.evaluate.model == "train_stage2" and not self.train.stage2.enabled:
+            raise ValueError(
+                "evaluate.model = 'train_stage2' needs the curriculum's stage 2: set train.stage2.enabled: true "
+                "(or evaluate train)"
+            )
+        return self
 
 
 class ParamsError(ValueError):
@@ -500,7 +568,8 @@ def _describe(error: dict[str, Any], source: str) -> str:
         if len(args) == 3:
             rule, key, value = args
             return f"{source}: {'.'.join(map(str, (*loc, key)))} = {value!r}: {rule}"
-        return f"{source}: {'.'.join(map(str, loc))}: {error['msg'].removeprefix('Value error, ')}"
+        where = f"{'.'.join(map(str, loc))}: " if loc else ""
+        return f"{source}: {where}{error['msg'].removeprefix('Value error, ')}"
     name = ".".join(map(str, loc))
     if error["type"] == "extra_forbidden":
         allowed = _allowed_keys(Params, loc)
@@ -536,7 +605,14 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             if not isinstance(child, dict):
                 raise ParamsError(f"override {item!r}: '{part}' is a value, not a section")
             node = child
-        node[leaf] = yaml.safe_load(raw)
+        try:
+            node[leaf] = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ParamsError(
+                f"override {item!r}: the value {raw!r} is not valid YAML ({problem}); quote strings, "
+                "write lists as [a, b]"
+            ) from None
     return data
 
 

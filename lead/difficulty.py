@@ -164,13 +164,22 @@ def select_band(records: Iterable[T], low: float, high: float, inclusive: Inclus
     return [r for r in records if in_band(_pass_rate(r), low, high, inclusive)]
 
 
-def stage2_pool(records: Iterable[T], max_pass_rate: float = STAGE2_MAX_PASS_RATE) -> list[T]:
-    """The paper's later-stage curriculum: problems with stage-1 pass rate p ≤ ``max_pass_rate`` (0.75).
+def stage2_band(max_pass_rate: float) -> tuple[float, float, Inclusive]:
+    """The paper's later-stage rule as a band ``(low, high, inclusive)``: 0 ≤ p ≤ ``max_pass_rate``.
 
     Unlike stage 1 the lower end is closed: a problem the stage-1 model never solved stays in (the paper adds
-    still harder problems on top). Pass the pass rates measured with the stage-1 model.
+    still harder problems on top).
+
+    >>> stage2_band(0.75)
+    (0.0, 0.75, 'both')
     """
-    return select_band(records, 0.0, max_pass_rate, "both")
+    return 0.0, max_pass_rate, "both"
+
+
+def stage2_pool(records: Iterable[T], max_pass_rate: float) -> list[T]:
+    """The records that :func:`stage2_band` keeps (the paper's ``max_pass_rate``: 0.75,
+    :data:`STAGE2_MAX_PASS_RATE`). Pass the pass rates measured with the stage-1 model."""
+    return select_band(records, *stage2_band(max_pass_rate))
 
 
 def band_labels(edges: Sequence[float]) -> list[str]:

@@ -7,6 +7,7 @@ run never leaves a half-written file that DVC or the next stage would take for a
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -26,12 +27,35 @@ def repo_root(start: Path | None = None) -> Path:
     return here
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_abandoned(target: Path) -> None:
+    """Remove the temporary siblings that writers of ``target`` killed mid-write left behind
+    (``.<name>.<pid>.*`` of processes that no longer run)."""
+    for tmp in target.parent.glob(f".{glob.escape(target.name)}.*.*"):
+        pid = tmp.name[len(target.name) + 2 :].split(".", 1)[0]
+        if tmp.is_dir() and pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path next to ``target``; on success move it into place (file or folder)."""
+    """Yield a temporary path next to ``target``; on success move it into place (file or folder).
+
+    The temporary folder is named after this process (``.<name>.<pid>.*``) so that a later writer can tell
+    the leftovers of a killed one from the work of a live one, and removes them."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent)) / target.name
+    remove_abandoned(target)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", dir=target.parent)) / target.name
     try:
         yield tmp
         if target.is_dir() and not target.is_symlink():
@@ -51,6 +75,22 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def link_tree(source: Path, target: Path) -> None:
+    """Copy the folder ``source`` to ``target`` as hard links (no space used; falls back to copies across
+    file systems). Writers here replace files (``os.replace``), never rewrite them in place, so the two stay
+    independent names of the same bytes."""
+    for path in sorted(source.rglob("*")):
+        dest = target / path.relative_to(source)
+        if path.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, dest)
+        except OSError:
+            shutil.copy2(path, dest)
 
 
 def sha256_text(text: str) -> str:

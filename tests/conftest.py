@@ -36,6 +36,18 @@ def _merge(into: dict, values: dict) -> None:
             into[key] = value
 
 
+def write_pool(params: Params, pool) -> None:
+    """Write ``pool`` (a DataFrame) as curate's training pool and publish it as curate does (the stages that
+    read ``train.parquet`` refuse one that curate's manifest does not name)."""
+    from lead.fingerprint import publish
+    from lead.stages._common import manifest_path
+
+    path = params.paths.curated / "train.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pool.to_parquet(path, index=False)
+    publish(manifest_path(params, "curate"), "curate", [path])
+
+
 TINY = {
     "tiny": {"hidden_size": 64, "num_layers": 1, "num_heads": 2, "num_kv_heads": 2, "intermediate_size": 128}
 }

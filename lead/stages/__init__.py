@@ -5,4 +5,14 @@ writes its outputs atomically and a metrics JSON. Tests call ``run`` directly on
 """
 
 # The DAG's order (dvc.yaml's stages, the Prefect flow's tasks, `lead pipeline`).
-STAGES = ("curate", "warmstart", "calibrate", "train", "evaluate", "register")
+# calibrate_stage2 and train_stage2 are the curriculum's later stage (train.stage2); off, they only say so.
+STAGES = (
+    "curate",
+    "warmstart",
+    "calibrate",
+    "train",
+    "calibrate_stage2",
+    "train_stage2",
+    "evaluate",
+    "register",
+)

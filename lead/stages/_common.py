@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from lead.config import DEFAULT_PARAMS, Params, ParamsError, load_params
+
+
+def manifest_path(params: Params, stage: str) -> Path:
+    """Where ``stage`` publishes the manifest of its outputs (:func:`lead.fingerprint.publish`), beside them."""
+    if stage in ("curate", "calibrate", "calibrate_stage2"):
+        folder = params.paths.curated
+    elif stage in ("warmstart", "train", "train_stage2"):
+        folder = params.paths.models
+    elif stage == "evaluate":
+        folder = params.paths.reports / "evaluate"
+    else:
+        raise ValueError(f"stage {stage!r} publishes no manifest")
+    return folder / f"{stage}.manifest.json"
 
 
 def stage_main(name: str, run: Callable[[Params], Any], argv: list[str] | None = None) -> None:
@@ -20,5 +35,11 @@ def stage_main(name: str, run: Callable[[Params], Any], argv: list[str] | None =
         params = load_params(args.params, args.overrides)
     except ParamsError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if os.environ.get("DVC_STAGE"):  # dvc repro removed this stage's outputs before running it
+            print(
+                "hint: fix the params and run again; `dvc checkout` restores the outputs of the last good run "
+                "(`make run` and `lead` check params.yaml before DVC touches anything)",
+                file=sys.stderr,
+            )
         raise SystemExit(2) from None
     run(params)

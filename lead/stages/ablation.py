@@ -20,7 +20,8 @@ MLflow: one parent run (tag ``stage=ablation``), one child run per variant and s
 side in the MLflow UI.
 
 Interrupted? Run it again: finished runs are reused (``result.json``, keyed by a fingerprint of the run's
-train and evaluate params and the starting model), an unfinished training resumes from its checkpoints.
+train and evaluate params and the *content* of the starting model, the pool and the test split:
+:func:`inputs_fingerprint`), an unfinished training resumes from its checkpoints.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from typing import Any
 
 from lead import ablation
 from lead.config import Params, apply_overrides, parse_params
-from lead.io import sha256_text, write_json, write_text
+from lead.fingerprint import file_fingerprint, model_fingerprint, value_fingerprint
+from lead.io import write_json, write_text
 
 
 def _with(params: Params, overrides: list[str]) -> Params:
@@ -40,13 +42,30 @@ def _with(params: Params, overrides: list[str]) -> Params:
     return parse_params(data, "ablation run")
 
 
-def _fingerprint(params: Params, start: str) -> str:
-    data = {
-        "train": params.train.model_dump(mode="json"),
-        "evaluate": params.evaluate.model_dump(mode="json"),
-        "start": start,
-    }
-    return sha256_text(json.dumps(data, sort_keys=True))
+def inputs_fingerprint(params: Params) -> str:
+    """What every cell starts from, by content: the start model, the training pool, the proxy test split."""
+    from lead.stages import train
+
+    pool = params.paths.curated / "calibrated.parquet"
+    pool = pool if pool.exists() else params.paths.curated / "train.parquet"
+    return value_fingerprint(
+        {
+            "start": model_fingerprint(train.start_model(params)),
+            "pool": file_fingerprint(pool),
+            "test": file_fingerprint(params.paths.curated / "test.parquet"),
+        }
+    )
+
+
+def _fingerprint(params: Params, inputs: str) -> str:
+    """A cell's key: its train and evaluate settings and :func:`inputs_fingerprint` (never a path)."""
+    return value_fingerprint(
+        {
+            "train": params.train.model_dump(mode="json"),
+            "evaluate": params.evaluate.model_dump(mode="json", exclude={"model"}),
+            "inputs": inputs,
+        }
+    )
 
 
 def _cached(path: Path, fingerprint: str) -> dict[str, Any] | None:
@@ -113,6 +132,7 @@ def run(params: Params, out: Path | None = None) -> dict[str, Any]:
     runs_dir = out.parent / "runs"
     models = params.paths.models / "ablation"
     start = train.start_model(params)
+    inputs = inputs_fingerprint(params)
     samples = params.evaluate.samples
     base = [f"evaluate.benchmarks={json.dumps(['proxy'])}"]
     variants: dict[str, list[dict[str, Any]]] = {v: [] for v in cfg.variants}
@@ -130,7 +150,7 @@ def run(params: Params, out: Path | None = None) -> dict[str, Any]:
                 f"evaluate.repeats={len(cfg.seeds)}",
             ],
         )
-        key = _fingerprint(p, start)
+        key = _fingerprint(p, inputs)
         done = _cached(runs_dir / "warmstart" / "result.json", key)
         if done is None:
             console.rule(f"ablation: the warm-started model ({len(cfg.seeds)} evaluation seeds)")
@@ -147,7 +167,7 @@ def run(params: Params, out: Path | None = None) -> dict[str, Any]:
                 p = _with(
                     params, [*base, *ablation.run_overrides(variant, seed, steps), f"paths.reports={folder}"]
                 )
-                key = _fingerprint(p, start)
+                key = _fingerprint(p, inputs)
                 done = _cached(folder / "result.json", key)
                 if done is None:
                     index = i * len(cfg.seeds) + cfg.seeds.index(seed) + 1

@@ -14,10 +14,11 @@ Outputs
 * ``<paths.curated>/calibrated.parquet`` — the **whole pool** (every input column, input order) plus ``k,
   correct, pass_rate, wilson_low, wilson_high, mean_length, band`` and a boolean ``keep`` =
   ``calibrate.min_pass_rate < p < calibrate.max_pass_rate`` (stage 1; default 0 < p < 1; ``keep_inclusive``
-  closes either end). All rows are kept
-  rather than only the kept ones because the later curriculum stage re-selects from the same pool with
-  another rule (p ≤ 0.75, zero included: :func:`lead.difficulty.stage2_pool`); the train stage reads
-  ``keep``.
+  closes either end). All rows are kept rather than only the kept ones (the train stage reads ``keep``), so
+  that the bands of the whole pool stay visible. The curriculum's stage 2 is its own DVC stage
+  (:mod:`lead.stages.calibrate_stage2`: the same calibration with the stage-1 model and its own rule).
+* ``<paths.curated>/calibrate.manifest.json``, written last: the content fingerprints of these outputs and of
+  the model sampled (:func:`lead.fingerprint.publish`); readers refuse outputs it does not name.
 * ``<paths.reports>/calibrate/summary.json`` (DVC metrics): counts per band, kept, stage-2 pool size, the
   histogram, what was sampled vs. reused, time, grader statistics of this run's completions.
 * ``<paths.reports>/calibrate/histogram.csv`` (DVC plot: ``pass_rate,problems,kept``) and
@@ -26,8 +27,8 @@ Outputs
 Incremental cache
 -----------------
 ``<paths.curated>/calibration_cache.jsonl`` holds one line per (settings, problem) result: the k verdicts,
-lengths and EOS flags. *settings* = sha256 of {model fingerprint (:func:`model_fingerprint`: content hash of a
-local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``), resolved backend,
+lengths and EOS flags. *settings* = sha256 of {model fingerprint (:func:`lead.fingerprint.model_fingerprint`:
+content hash of a local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``), resolved backend,
 ``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p, max_new_tokens, seed),
 the per-prompt seed rule, the grader's source hash}; *problem* = sha256(problem text + NUL + gold answer). A
 generation server counts as the vLLM backend (same engine settings, same completions), so its results and an
@@ -48,7 +49,6 @@ draws at the same settings.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -61,26 +61,60 @@ from typing import Any
 import lead.sampling as sampling
 from lead import difficulty
 from lead.config import Params
+from lead.fingerprint import file_fingerprint, model_fingerprint, publish, unpublish, verify
 from lead.io import atomic_path, sha256_text, write_json, write_text
-from lead.stages._common import stage_main
+from lead.stages._common import manifest_path, stage_main
 
 logger = logging.getLogger(__name__)
 
 CACHE_NAME = "calibration_cache.jsonl"
 OUTPUT_NAME = "calibrated.parquet"
 REPORT_DIR = "calibrate"
-# Files whose bytes decide what a model generates: weights, configs, tokenizer, chat template, remote code.
-MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".jinja", ".txt", ".model", ".tiktoken", ".py")
+REPORT_FILES = ("summary.json", "histogram.csv", "pass_rate_histogram.png")
 # Columns added to the pool: the per-problem record (lead.difficulty.ProblemCalibration), then band and keep.
 RECORD_COLUMNS = tuple(f.name for f in fields(difficulty.ProblemCalibration))
-ADDED_COLUMNS = (*RECORD_COLUMNS, "band", "keep")
 
 
-def keep_rule(cfg) -> str:
-    """``0 < pass_rate < 1``: the stage-1 band as text, with its closed ends as ``<=``."""
-    low = "<=" if cfg.keep_inclusive in ("both", "left") else "<"
-    high = "<=" if cfg.keep_inclusive in ("both", "right") else "<"
-    return f"{cfg.min_pass_rate:g} {low} pass_rate {high} {cfg.max_pass_rate:g}"
+def keep_rule(low: float, high: float, inclusive: str) -> str:
+    """``0 < pass_rate < 1``: a keep band as text, with its closed ends as ``<=``."""
+    left = "<=" if inclusive in ("both", "left") else "<"
+    right = "<=" if inclusive in ("both", "right") else "<"
+    return f"{low:g} {left} pass_rate {right} {high:g}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One calibration's job: which model it samples and where its cache, pool and reports go, and the band
+    of pass rates it keeps. The ``calibrate`` stage calibrates the warm start for stage 1; ``calibrate_stage2``
+    the stage-1 model for the curriculum's stage 2 (:mod:`lead.stages.calibrate_stage2`)."""
+
+    stage: str
+    model: Path | str
+    cache: Path
+    output: Path
+    reports: Path
+    low: float
+    high: float
+    inclusive: str
+
+    @property
+    def rule(self) -> str:
+        return keep_rule(self.low, self.high, self.inclusive)
+
+
+def stage1_target(params: Params) -> Target:
+    """The ``calibrate`` stage: the warm start's pass rates, stage 1's keep band (``calibrate.*``)."""
+    cfg = params.calibrate
+    return Target(
+        stage="calibrate",
+        model=model_path(params),
+        cache=params.paths.curated / CACHE_NAME,
+        output=params.paths.curated / OUTPUT_NAME,
+        reports=params.paths.reports / REPORT_DIR,
+        low=cfg.min_pass_rate,
+        high=cfg.max_pass_rate,
+        inclusive=cfg.keep_inclusive,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -98,47 +132,6 @@ def model_path(params: Params) -> Path | str:
             "warmstart.enabled = false with model.base = 'tiny': the tiny model exists only after warm start"
         )
     return params.model.base
-
-
-def model_fingerprint(model: str | os.PathLike[str]) -> str:
-    """``sha256:<hex>`` over (relative path, size, bytes) of a local model folder's generation-relevant files
-    (:data:`MODEL_FILE_SUFFIXES`, hidden files skipped), or ``hub:<id>@<commit>`` for a hub id."""
-    path = Path(model)
-    if path.is_dir():
-        files = sorted(
-            f
-            for f in path.rglob("*")
-            if f.is_file()
-            and f.suffix in MODEL_FILE_SUFFIXES
-            and not any(part.startswith(".") for part in f.relative_to(path).parts)
-        )
-        if not files:
-            raise FileNotFoundError(
-                f"{path}: no model files ({', '.join(MODEL_FILE_SUFFIXES)}) to fingerprint"
-            )
-        digest = hashlib.sha256()
-        for f in files:
-            digest.update(f"{f.relative_to(path).as_posix()}\0{f.stat().st_size}\0".encode())
-            with f.open("rb") as fh:
-                for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                    digest.update(block)
-        return "sha256:" + digest.hexdigest()
-    return f"hub:{model}@{_hub_commit(str(model))}"
-
-
-def _hub_commit(repo_id: str) -> str:
-    """The commit of a hub model: the locally cached snapshot's, else (online) the hub's current one."""
-    from huggingface_hub import HfApi, snapshot_download
-
-    try:
-        return Path(snapshot_download(repo_id, local_files_only=True)).name
-    except Exception:
-        try:
-            return str(HfApi().model_info(repo_id).sha)
-        except Exception as exc:
-            raise FileNotFoundError(
-                f"model {repo_id!r}: neither a local folder nor a cached/reachable hub model ({exc})"
-            ) from None
 
 
 def problem_key(problem: str, answer: str) -> str:
@@ -182,7 +175,7 @@ def settings(params: Params, fingerprint: str, backend: str) -> dict[str, Any]:
         "sampling": spec,
         "seed_rule": sampling.SEED_RULE,
         # A verdict depends on the grader: any edit of grading.py re-grades (conservative, never stale).
-        "grader": hashlib.sha256(Path(lead.grading.__file__).read_bytes()).hexdigest(),
+        "grader": file_fingerprint(Path(lead.grading.__file__)),
     }
 
 
@@ -272,6 +265,7 @@ def _read_pool(params: Params):
     path = params.paths.curated / "train.parquet"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no curated training pool (run `lead curate` first)")
+    verify(manifest_path(params, "curate"), "curate", [path])
     pool = pd.read_parquet(path)
     missing = {"id", "problem", "answer"} - set(pool.columns)
     if missing:
@@ -367,23 +361,24 @@ class PoolCalibration:
     backend: str
     model: str
     settings: str
+    fingerprint: str
 
 
 def pool_records(
-    params: Params, model: Path | str | None = None, *, server: str | None = None
+    params: Params, target: Target | None = None, *, server: str | None = None
 ) -> PoolCalibration:
-    """Pass rates of every problem of the curated pool under ``model`` (default :func:`model_path`), sampling
-    only what the cache lacks for this model and these settings, through the generation ``server`` when one
-    is given (it must serve ``model``). The curriculum's stage 2 re-calibrates with the stage-1 model
-    through this, and shares the cache."""
+    """Pass rates of every problem of the curated pool under ``target.model`` (default: :func:`stage1_target`),
+    sampling only what ``target.cache`` lacks for this model and these settings, through the generation
+    ``server`` when one is given (it must serve that model)."""
     cfg = params.calibrate
+    target = target or stage1_target(params)
     pool = _read_pool(params)
-    model = model_path(params) if model is None else model
+    model = target.model
     backend = resolve_backend(cfg.backend, server)
     fingerprint = model_fingerprint(model)
     values = settings(params, fingerprint, backend)
     key = settings_key(values)
-    cache = CalibrationCache(params.paths.curated / CACHE_NAME)
+    cache = CalibrationCache(target.cache)
     header = [] if key in cache.described else [{"kind": "settings", "settings": key, "values": values}]
 
     problem_keys = [problem_key(str(p), str(a)) for p, a in zip(pool["problem"], pool["answer"], strict=True)]
@@ -413,35 +408,46 @@ def pool_records(
         backend=backend,
         model=str(model),
         settings=key,
+        fingerprint=fingerprint,
     )
 
 
-def calibrate_pool(params: Params) -> dict[str, Any]:
-    """Calibrate the pool (sampling only what the cache lacks), write the calibrated pool and the reports,
-    return the summary. :func:`run` is this inside an MLflow run."""
+def calibrate_pool(
+    params: Params, target: Target | None = None, *, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Calibrate the pool for ``target`` (default: :func:`stage1_target`; sampling only what its cache lacks),
+    write the calibrated pool and the reports (``extra`` goes into the summary), publish them as one
+    generation, return the summary. :func:`run` is this inside an MLflow run for the ``calibrate`` stage.
+
+    ``calibrate.server`` is used for the ``calibrate`` stage only: a generation server serves the warm start,
+    never the stage-1 model that ``calibrate_stage2`` samples."""
     started = time.perf_counter()
     cfg = params.calibrate
-    cal = pool_records(params, server=cfg.server)
+    target = target or stage1_target(params)
+    server = cfg.server if target.stage == "calibrate" else None
+    manifest = manifest_path(params, target.stage)
+    unpublish(manifest)
+    cal = pool_records(params, target, server=server)
     records = cal.records
     out = cal.pool.copy()
     for name in RECORD_COLUMNS:
         out[name] = [getattr(r, name) for r in records]
     rates = [r.pass_rate for r in records]
     out["band"] = [difficulty.band_of(p, cfg.bands) for p in rates]
-    out["keep"] = difficulty.band_mask(rates, cfg.min_pass_rate, cfg.max_pass_rate, cfg.keep_inclusive)
-    with atomic_path(params.paths.curated / OUTPUT_NAME) as tmp:
+    out["keep"] = difficulty.band_mask(rates, target.low, target.high, target.inclusive)
+    with atomic_path(target.output) as tmp:
         out.to_parquet(tmp, index=False)
 
     histogram = difficulty.pass_rate_histogram((r.correct for r in records), cfg.samples)
     kept = int(out["keep"].sum())
     summary = {
+        **(extra or {}),
         "problems": len(out),
         "unique_problems": cal.unique,
         "samples_per_problem": cfg.samples,
-        "keep_rule": keep_rule(cfg),
+        "keep_rule": target.rule,
         "kept": kept,
         "kept_share": round(kept / len(out), 4) if len(out) else 0.0,
-        "stage2_pool": len(difficulty.stage2_pool(records)),
         "bands": difficulty.band_counts(rates, cfg.bands),
         "histogram": {f"{p:g}": n for p, n in histogram},
         "mean_pass_rate": round(statistics.fmean(rates), 4) if rates else 0.0,
@@ -457,17 +463,17 @@ def calibrate_pool(params: Params) -> dict[str, Any]:
         "settings": cal.settings,
         "grader": asdict(cal.grader),
     }
-    reports = params.paths.reports / REPORT_DIR
+    reports = target.reports
     write_json(reports / "summary.json", summary)
-    kept_at = [
-        difficulty.in_band(p, cfg.min_pass_rate, cfg.max_pass_rate, cfg.keep_inclusive) for p, _ in histogram
-    ]
+    kept_at = [difficulty.in_band(p, target.low, target.high, target.inclusive) for p, _ in histogram]
     write_text(
         reports / "histogram.csv",
         "pass_rate,problems,kept\n"
         + "".join(f"{p:g},{n},{int(k)}\n" for (p, n), k in zip(histogram, kept_at, strict=True)),
     )
     _plot_histogram(reports / "pass_rate_histogram.png", histogram, kept_at, summary)
+    outputs = [target.output, *(reports / name for name in REPORT_FILES)]
+    publish(manifest, target.stage, outputs, model=cal.fingerprint, settings=cal.settings)
     return summary
 
 
@@ -498,7 +504,8 @@ def _plot_histogram(
         fig.savefig(tmp, dpi=120, format="png")
 
 
-def _log_to_mlflow(params: Params, summary: dict[str, Any]) -> None:
+def log_to_mlflow(summary: dict[str, Any], reports: Path) -> None:
+    """The summary's numbers as metrics, its model and settings as tags, the reports as artifacts."""
     import mlflow
 
     numeric = {
@@ -507,7 +514,6 @@ def _log_to_mlflow(params: Params, summary: dict[str, Any]) -> None:
             "problems",
             "kept",
             "kept_share",
-            "stage2_pool",
             "mean_pass_rate",
             "mean_length",
             "sampled_problems",
@@ -521,18 +527,18 @@ def _log_to_mlflow(params: Params, summary: dict[str, Any]) -> None:
     mlflow.set_tags(
         {"model": summary["model"], "backend": summary["backend"], "settings": summary["settings"]}
     )
-    reports = params.paths.reports / REPORT_DIR
-    for name in ("summary.json", "histogram.csv", "pass_rate_histogram.png"):
-        mlflow.log_artifact(str(reports / name), artifact_path=REPORT_DIR)
+    for name in REPORT_FILES:
+        mlflow.log_artifact(str(reports / name), artifact_path=reports.name)
 
 
 def run(params: Params) -> dict[str, Any]:
     """Calibrate the training pool's pass rates (incrementally) and write the calibrated pool and reports."""
     from lead.tracking import stage_run
 
+    target = stage1_target(params)
     with stage_run(params, "calibrate", log_sections=("calibrate",)):
-        summary = calibrate_pool(params)
-        _log_to_mlflow(params, summary)
+        summary = calibrate_pool(params, target)
+        log_to_mlflow(summary, target.reports)
     return summary
 
 

@@ -12,6 +12,8 @@ golds, prompt length, exact and near duplicates, decontamination, mixing) and wr
 * ``quarantine.jsonl`` — every row left out as bad or redundant, one JSON object per line with its
   ``reason`` (:data:`lead.curation.REASONS`), ``source``, ``origin`` (file:line), ``detail`` and the row;
 * ``curation.json`` — the counts (DVC metrics);
+* ``curate.manifest.json`` — written last: the content fingerprint of every output of this run; the stages
+  that read them refuse files it does not name (a run killed half-way);
 
 and ``<paths.reports>/curate/report.{json,md}``: counts in and out of every step, per source, contamination
 hits per benchmark, timing. All of it is logged to MLflow (run ``curate``).
@@ -31,10 +33,11 @@ from typing import Any
 
 from lead import curation
 from lead.config import Params
+from lead.fingerprint import publish, unpublish
 from lead.io import atomic_path, write_json, write_text
 from lead.proxy import ProxyProblem, generate_problems
 from lead.sources import REAL_BENCHMARKS, load_benchmark, read_rows
-from lead.stages._common import stage_main
+from lead.stages._common import manifest_path, stage_main
 
 PROXY = "proxy"
 # Output columns: always the first six (downstream stages read them), the optional ones only when filled.
@@ -157,6 +160,8 @@ def run(params: Params) -> dict[str, Any]:
     from lead.tracking import flatten, stage_run
 
     started = time.perf_counter()
+    manifest = manifest_path(params, "curate")
+    unpublish(manifest)  # readers refuse this stage's outputs until all of them are written
     with stage_run(params, "curate", log_sections=("curate",)):
         inputs = source_inputs(params)
         benchmarks = {name: load_benchmark(name, params.paths.raw) for name in benchmark_names(params)}
@@ -183,6 +188,8 @@ def run(params: Params) -> dict[str, Any]:
         write_text(reports / "report.md", curation.render_markdown(report))
         mlflow.log_metrics({k: float(v) for k, v in flatten(summary).items()})
         mlflow.log_artifacts(str(reports), "curate")
+    outputs = [root / n for n in ("train.parquet", "test.parquet", "quarantine.jsonl", "curation.json")]
+    publish(manifest, "curate", [*outputs, reports / "report.json", reports / "report.md"])
     return summary
 
 

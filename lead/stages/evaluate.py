@@ -24,7 +24,9 @@ Outputs under ``<paths.reports>/evaluate/``:
   ``cons_at_8``, ``len_avg``, ``budget_128.pass_at_1``, ``level_3.precision``, ``grader_timeouts``, ...);
   ``null`` where a metric is undefined (e.g. the length of correct samples when none is correct);
 * ``accuracy_vs_length.png`` and ``budget_curve.png``;
-* ``run.json`` -- the model path evaluated and the MLflow run id (for the register stage).
+* ``evaluate.manifest.json`` -- written last, once the MLflow run has finished: the content fingerprints of
+  the files above, the evaluated model's :func:`~lead.fingerprint.model_fingerprint` and path, and the MLflow
+  run id. ``register`` refuses an evaluation whose manifest does not name, by content, the model it registers.
 
 Everything is logged to one MLflow run tagged ``stage=evaluate`` (undefined metrics are left out there).
 """
@@ -39,14 +41,15 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
+from lead.fingerprint import model_fingerprint, publish, unpublish, verify
 from lead.io import atomic_path, write_json
-from lead.stages._common import stage_main
+from lead.stages._common import manifest_path, stage_main
 
 RECORDS = "samples.parquet"
 METRICS = "metrics.json"
-RUN = "run.json"  # which model was evaluated, in which MLflow run (read by register)
 ACCURACY_PLOT = "accuracy_vs_length.png"
 BUDGET_PLOT = "budget_curve.png"
+OUTPUTS = (RECORDS, METRICS, ACCURACY_PLOT, BUDGET_PLOT)  # one generation, named by the manifest
 GRADER_STATS = ("fast_path", "verified", "no_answer", "unparseable", "timeouts")
 
 
@@ -270,9 +273,14 @@ def run(params: Params) -> dict[str, Any]:
     from lead.tracking import stage_run
 
     ev = params.evaluate
+    manifest = manifest_path(params, "evaluate")
+    unpublish(manifest)  # register refuses these outputs until the new set is complete
     # Everything that can fail cheaply fails before the model is loaded.
+    if "proxy" in ev.benchmarks:  # the proxy test split is curate's output: never a half-written one
+        verify(manifest_path(params, "curate"), "curate", [params.paths.curated / "test.parquet"])
     suites = {name: load_benchmark(name, params, ev.max_problems) for name in ev.benchmarks}
     path = model_path(params)
+    fingerprint = model_fingerprint(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     context = context_window(path)
     prepared = _prepare(params, suites, tokenizer, context)
@@ -327,11 +335,20 @@ def run(params: Params) -> dict[str, Any]:
 
         _write_records(out / RECORDS, records)
         write_json(out / METRICS, metrics)
-        write_json(out / RUN, {"mlflow_run_id": run.info.run_id, "model_path": path})
         _plots(out, scored, sweeps, ev.samples)
+        mlflow.set_tag("model_fingerprint", fingerprint)
         mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None})
         mlflow.log_metric("seconds", seconds)
         mlflow.log_artifacts(str(out), artifact_path="evaluate")
+    # Published only now that the MLflow run holds the same figures and has finished.
+    publish(
+        manifest,
+        "evaluate",
+        [out / name for name in OUTPUTS],
+        model=fingerprint,
+        model_path=path,
+        mlflow_run_id=run.info.run_id,
+    )
     return metrics
 
 

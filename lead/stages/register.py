@@ -1,7 +1,10 @@
 """Stage ``register``: the trained model becomes a new version in the MLflow model registry, for review.
 
-Inputs: ``<paths.models>/train`` and what ``evaluate`` wrote about it (``<paths.reports>/evaluate/metrics.json``
-and ``run.json``), ``reports/train.json``, ``dvc.lock``.
+Inputs: the model ``evaluate.model`` names (``train``, or ``train_stage2`` after the curriculum's stage 2) and
+what ``evaluate`` wrote about it (``<paths.reports>/evaluate/metrics.json``), the manifests of both stages,
+``dvc.lock``. Nothing is registered unless they tell one story (:func:`evidence`): the evaluation's manifest
+names this model by content, the training stage published this very model, and the evaluate MLflow run (which the
+version links) finished holding exactly the figures registered.
 
 What is registered: the model in MLflow's **transformers flavor** (``mlflow.transformers.log_model``, task
 ``text-generation``, explicit pip requirements pinned to the versions that trained it), so that a reviewer can
@@ -12,8 +15,10 @@ stays loadable whatever happens to the training workspace).
 The version carries
 
 * **lineage tags**: ``git.commit``, ``dvc.train_data_md5`` and ``dvc.model_md5`` (from ``dvc.lock``),
-  ``params.sha256``, ``train.preset``, ``mlflow.parent_run_id``, ``train.run_id``, ``evaluate.run_id``,
-  ``eval.protocol`` (a hash of the evaluate params) and its scores ``eval.<benchmark>.<metric>``;
+  ``model.fingerprint`` and ``params.fingerprint`` (:mod:`lead.fingerprint`), ``train.preset``,
+  ``mlflow.parent_run_id``, ``train.run_id``, ``evaluate.run_id``, ``eval.protocol`` (a hash of the evaluate
+  params) and its scores ``eval.<benchmark>.<metric>``; ``lead.state`` is ``registered`` once the version is
+  complete (a version a killed run left ``registering`` is deleted by the next run for the same model);
 * a **description**: the evaluation table against the current ``@champion`` (same protocol), the gate's
   verdict and links to the evaluation plots (:mod:`lead.registry`).
 
@@ -26,11 +31,12 @@ Output: ``<paths.reports>/register.json`` (model name, version, aliases, the gat
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
+import math
 import os
 import subprocess
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,8 +45,9 @@ import yaml
 
 from lead import registry
 from lead.config import Params
-from lead.io import repo_root, sha256_text, write_json
-from lead.stages._common import stage_main
+from lead.fingerprint import StaleOutputError, model_fingerprint, value_fingerprint, verify
+from lead.io import repo_root, write_json
+from lead.stages._common import manifest_path, stage_main
 from lead.tracking import PARENT_RUN_ENV, tracking_uri
 
 CHAMPION, CHALLENGER = "champion", "challenger"
@@ -79,14 +86,14 @@ def git_commit(root: Path) -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def dvc_lock_hashes(root: Path, params: Params) -> dict[str, str]:
-    """The md5s ``dvc.lock`` records for the train stage's data and model (``none`` when not run by DVC)."""
+def dvc_lock_hashes(root: Path, params: Params, stage: str = "train") -> dict[str, str]:
+    """The md5s ``dvc.lock`` records for the training stage's data and model (``none`` when not run by DVC)."""
     hashes = {"dvc.train_data_md5": "none", "dvc.model_md5": "none"}
     lock = root / "dvc.lock"
     if not lock.exists():
         return hashes
-    train = (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).get("train", {})
-    model = os.path.normpath(params.paths.models / "train")
+    train = (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).get(stage, {})
+    model = os.path.normpath(params.paths.models / stage)
     for dep in train.get("deps", []):
         if dep["path"].endswith(".parquet") and "md5" in dep:
             hashes["dvc.train_data_md5"] = dep["md5"]
@@ -94,23 +101,6 @@ def dvc_lock_hashes(root: Path, params: Params) -> dict[str, str]:
         if os.path.normpath(out["path"]) == model and "md5" in out:
             hashes["dvc.model_md5"] = out["md5"]
     return hashes
-
-
-def weights_sha256(folder: Path) -> str:
-    """One sha256 over the model's safetensors files (in name order): identifies the exact weights."""
-    digest = hashlib.sha256()
-    for path in sorted(folder.glob("*.safetensors")):
-        digest.update(path.name.encode())
-        with path.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
-def _read_json(path: Path, what: str) -> dict[str, Any]:
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: missing ({what})")
-    return json.loads(path.read_text())
 
 
 def _now() -> str:
@@ -163,56 +153,117 @@ def _plot_links(eval_run_id: str | None, uri: str) -> dict[str, str]:
     return links
 
 
+TRAIN_STAGES = ("train", "train_stage2")  # the stages whose model (<paths.models>/<stage>) can be registered
+REGISTERING, REGISTERED = "registering", "registered"  # tag lead.state: a version is complete once registered
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a version is registered from, each piece checked against the manifest of the stage that wrote it."""
+
+    model: Path
+    fingerprint: str
+    stage: str
+    metrics: dict[str, Any]
+    evaluate_run_id: str
+    train_run_id: str
+
+
+def evidence(params: Params, client) -> Evidence:
+    """The model ``evaluate.model`` names and its scores, refused unless they are one story: the evaluation's
+    manifest names this model by content, the train stage's manifest published this model, and the evaluate
+    MLflow run finished with exactly the figures of ``metrics.json``."""
+    from lead.stages.evaluate import METRICS, output_dir
+
+    stage = params.evaluate.model
+    if stage not in TRAIN_STAGES:
+        raise ValueError(
+            f"evaluate.model = {stage!r}: register registers a trained model; set evaluate.model = train "
+            "(or train_stage2) and evaluate again, so the registered scores describe the registered model"
+        )
+    model = params.paths.models / stage
+    if not model.is_dir():
+        raise FileNotFoundError(f"{model}: no trained model (run `lead {stage}` first)")
+    metrics_path = output_dir(params) / METRICS
+    evaluated = verify(manifest_path(params, "evaluate"), "evaluate", [metrics_path])
+    fingerprint = model_fingerprint(model)
+    if evaluated["model"] != fingerprint:
+        raise ValueError(
+            f"the evaluation in {output_dir(params)} is of {evaluated['model_path']} ({evaluated['model']}), "
+            f"not of {model} ({fingerprint}): evaluate again, so the registered scores describe the "
+            "registered model"
+        )
+    trained = verify(manifest_path(params, stage), stage)
+    if trained["model"] != fingerprint:
+        raise StaleOutputError(f"{model}: not the model the {stage} stage published; run it again")
+    metrics = json.loads(metrics_path.read_text())
+    run = client.get_run(evaluated["mlflow_run_id"])
+    logged = run.data.metrics
+    differ = sorted(
+        k for k, v in metrics.items() if v is not None and not math.isclose(logged.get(k, math.nan), float(v))
+    )
+    if run.info.status != "FINISHED" or differ:
+        raise StaleOutputError(
+            f"evaluate run {run.info.run_id} ({run.info.status}) does not hold the figures of {metrics_path}"
+            f"{' (' + ', '.join(differ[:5]) + ')' if differ else ''}: evaluate again"
+        )
+    return Evidence(model, fingerprint, stage, metrics, run.info.run_id, trained.get("mlflow_run_id") or "")
+
+
+def _remove_unfinished(client, name: str, fingerprint: str) -> None:
+    """Delete versions of this model that a killed register left half-made (no description or aliases yet)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        versions = client.search_model_versions(f"name = '{name}'")
+    except MlflowException:
+        return
+    for v in versions:
+        if v.tags.get("lead.state") == REGISTERING and v.tags.get("model.fingerprint") == fingerprint:
+            client.delete_model_version(name, v.version)
+
+
 def run(params: Params) -> dict[str, Any]:
-    """Register ``<paths.models>/train`` with lineage and review description; run the champion gate."""
+    """Register the evaluated model with lineage and review description; run the champion gate."""
     import mlflow
     from mlflow import MlflowClient
 
-    from lead.stages.evaluate import METRICS, RUN, output_dir
     from lead.tracking import stage_run
 
     root = repo_root()
-    model = params.paths.models / "train"
-    if not model.is_dir():
-        raise FileNotFoundError(f"{model}: no trained model (run `lead train` first)")
-    evaluated = _read_json(output_dir(params) / RUN, "run `lead evaluate` on the trained model first")
-    if Path(evaluated["model_path"]).resolve() != model.resolve():
-        raise ValueError(
-            f"the evaluation in {output_dir(params)} is of {evaluated['model_path']}, not {model}: set "
-            "evaluate.model = train and evaluate again, so the registered scores describe the registered model"
-        )
-    metrics = _read_json(output_dir(params) / METRICS, "run `lead evaluate` first")
-    trained = _read_json(params.paths.reports / "train.json", "run `lead train` first")
+    uri = tracking_uri(params)
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient()
+    ev = evidence(params, client)  # every check before anything is logged or registered
     evaluate_section = params.evaluate.model_dump(mode="json")
-    scores = registry.headline_scores(metrics, params.evaluate.benchmarks)
+    scores = registry.headline_scores(ev.metrics, params.evaluate.benchmarks)
     proto = registry.protocol_id(evaluate_section)
-    ev = params.evaluate
+    e = params.evaluate
     protocol_text = (
-        f"{', '.join(ev.benchmarks)}; {ev.samples} samples/problem, T={ev.temperature}, "
-        f"{ev.max_new_tokens} tokens, protocol {proto}"
+        f"{', '.join(e.benchmarks)}; {e.samples} samples/problem, T={e.temperature}, "
+        f"{e.max_new_tokens} tokens, protocol {proto}"
     )
     name = params.register_.model_name
-    uri = tracking_uri(params)
 
     with stage_run(params, "register", log_sections=("register",)) as run:
         parent = os.environ.get(PARENT_RUN_ENV) or run.data.tags.get("mlflow.parentRunId", "")
         lineage = {
             "git.commit": git_commit(root),
-            **dvc_lock_hashes(root, params),
-            "model.weights_sha256": weights_sha256(model),
-            "params.sha256": sha256_text(json.dumps(params.model_dump(mode="json"), sort_keys=True)),
+            **dvc_lock_hashes(root, params, ev.stage),
+            "model.fingerprint": ev.fingerprint,
+            "params.fingerprint": value_fingerprint(params),
             "train.preset": params.train.preset,
-            "train.run_id": trained.get("mlflow_run_id", ""),
-            "evaluate.run_id": evaluated["mlflow_run_id"],
+            "train.run_id": ev.train_run_id,
+            "evaluate.run_id": ev.evaluate_run_id,
             "mlflow.parent_run_id": parent or "none",
         }
+        _remove_unfinished(client, name, ev.fingerprint)
         info = mlflow.transformers.log_model(
-            transformers_model=str(model),
+            transformers_model=str(ev.model),
             name="model",
             task="text-generation",
             pip_requirements=pip_requirements(),
         )
-        client = MlflowClient()
         champion = _champion(client, name)
         champion_scores = registry.scores_from_tags(champion.tags) if champion else None
         same = champion is None or champion.tags.get("eval.protocol") == proto
@@ -223,7 +274,13 @@ def run(params: Params) -> dict[str, Any]:
             length_tolerance=params.register_.length_tolerance,
             same_protocol=same,
         )
-        tags = {**lineage, "eval.protocol": proto, **registry.score_tags(scores), "gate": decision.summary()}
+        tags = {
+            **lineage,
+            "eval.protocol": proto,
+            **registry.score_tags(scores),
+            "gate": decision.summary(),
+            "lead.state": REGISTERING,
+        }
         version = mlflow.register_model(info.model_uri, name, tags=tags).version
         text = registry.description(
             candidate=scores,
@@ -232,12 +289,13 @@ def run(params: Params) -> dict[str, Any]:
             decision=decision,
             protocol_text=protocol_text,
             lineage={k: v for k, v in lineage.items() if not k.endswith("run_id")},
-            links=_plot_links(evaluated["mlflow_run_id"], uri),
+            links=_plot_links(ev.evaluate_run_id, uri),
         )
         client.update_model_version(name, version, description=text)
         client.set_registered_model_alias(name, CHALLENGER, version)
         if decision.promote:
             move_champion(client, name, version, "gate", decision.summary())
+        client.set_model_version_tag(name, version, "lead.state", REGISTERED)
         mlflow.set_tags({"registered_model": name, "registered_version": version})
         aliases = client.get_model_version(name, version).aliases
     summary = {

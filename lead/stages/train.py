@@ -7,10 +7,15 @@ the training pool — ``<paths.curated>/calibrated.parquet`` (rows with ``keep``
 Outputs: ``<paths.models>/train`` (final model, Hugging Face layout, for evaluate and register),
 ``<paths.reports>/train.json`` (summary), per-step metrics in the stage's MLflow run.
 
-Checkpoints go to ``<paths.models>/train_checkpoints`` every ``train.save_steps`` steps. A run that is killed
-(even with SIGKILL) and started again resumes from the last complete checkpoint, into the same MLflow run,
-losing at most one checkpoint interval. Checkpoints written under other training params are discarded, not
-resumed.
+``<paths.models>/train.manifest.json`` is written last (:func:`lead.fingerprint.publish`): the model's content
+fingerprint, the MLflow run and the run's identity, so that register can tell which run made the model it holds.
+
+**Same run** means the same :func:`run_identity`: the train settings, the start model's *content*, the training
+and dev rows. Checkpoints go to ``<paths.models>/train_checkpoints`` every ``train.save_steps`` steps, with
+``lead_run.json`` (identity, MLflow run id, state). Started again with the same identity, a killed run (even by
+SIGKILL) resumes from its last complete checkpoint into the same MLflow run, losing at most one checkpoint
+interval; a finished one is reused as a whole (nothing trained, the same model and summary). Any other identity —
+a new warm start, other rows, other settings — deletes the checkpoints and trains afresh in a new MLflow run.
 """
 
 from __future__ import annotations
@@ -24,11 +29,20 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
-from lead.io import atomic_path, sha256_text, write_json
-from lead.stages._common import stage_main
+from lead.fingerprint import (
+    model_fingerprint,
+    publish,
+    rows_fingerprint,
+    unpublish,
+    value_fingerprint,
+    verify,
+)
+from lead.io import atomic_path, link_tree, write_json
+from lead.stages._common import manifest_path, stage_main
 
 DEV_METRIC = "eval_lead/share_correct"  # Pass@1 on the dev split, what checkpoint = best maximises
-RUN_FILE = "lead_run.json"  # in the checkpoint folder: the params hash and the MLflow run id
+RUN_FILE = "lead_run.json"  # in the checkpoint folder: the run's identity, MLflow run id and state
+FINAL_COPY = "final"  # in the checkpoint folder: the finished run's model (hard links to the output's files)
 
 
 def model_dir(params: Params) -> Path:
@@ -57,13 +71,16 @@ def split_dev(
 
 
 def training_rows(params: Params) -> list[dict[str, Any]]:
-    """The RL pool: calibrated rows marked ``keep`` when calibration ran, else the curated training set."""
+    """The RL pool: calibrated rows marked ``keep`` when calibration ran, else the curated training set
+    (each checked against the manifest its stage published: never a file of an unfinished run)."""
     from datasets import Dataset
 
     calibrated = params.paths.curated / "calibrated.parquet"
+    stage = "calibrate" if calibrated.exists() else "curate"
     path = calibrated if calibrated.exists() else params.paths.curated / "train.parquet"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no training pool; run `lead curate` (and `lead calibrate`) first")
+    verify(manifest_path(params, stage), stage, [path])
     rows = Dataset.from_parquet(str(path)).to_list()
     if "keep" in (rows[0] if rows else {}):
         rows = [r for r in rows if r["keep"]]
@@ -84,12 +101,6 @@ def as_prompts(rows: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
         }
         for r in rows
     ]
-
-
-def params_fingerprint(params: Params, start: str | None = None) -> str:
-    """What a checkpoint must agree with to be resumed: the train section and where training starts."""
-    data = {"train": params.train.model_dump(mode="json"), "start": start or start_model(params)}
-    return sha256_text(json.dumps(data, sort_keys=True))
 
 
 def last_complete_checkpoint(folder: Path) -> Path | None:
@@ -149,6 +160,7 @@ def grpo_config(params: Params, output_dir: Path, *, context: int | None = None)
         beta=t.beta,
         entropy_coef=r.entropy_coef,
         mask_truncated_completions=r.mask_truncated,
+        vllm_importance_sampling_correction=r.vllm_importance_sampling_correction,
         max_steps=t.max_steps,
         save_strategy="steps",
         save_steps=t.save_steps,
@@ -197,38 +209,65 @@ def lora_config(lora):
     )
 
 
-def stage2_rows(params: Params, stage1_model: Path, exclude: set[str]) -> tuple[list[dict[str, Any]], int]:
-    """The curriculum's stage-2 pool: problems of the curated pool that the stage-1 model solves at most
-    ``train.stage2.max_pass_rate`` of the time (re-calibrated with it, ``calibrate.*`` settings, shared cache),
-    minus ``exclude`` (the dev split). Returns the rows and how many problems were re-calibrated."""
-    from lead import difficulty
-    from lead.stages import calibrate
-
-    # In this process's own engine: a generation server (calibrate.server) serves the base model, not this one.
-    cal = calibrate.pool_records(params, stage1_model)
-    pool = cal.pool.to_dict("records")
-    limit = params.train.stage2.max_pass_rate
-    chosen = [
-        row
-        for row, rec in zip(pool, cal.records, strict=True)
-        if difficulty.in_band(rec.pass_rate, 0.0, limit, "both") and row["id"] not in exclude
-    ]
-    if not chosen:
-        raise ValueError(f"train.stage2: no problem with a stage-1 pass rate <= {limit}")
-    return as_prompts(chosen, params.model.prompt_suffix), len(pool)
+def run_identity(params: Params, start: str, rows: list[dict[str, Any]], dev: list[dict[str, Any]]) -> str:
+    """What a training result depends on, by content: the resolved train settings (without ``train.stage2``,
+    which is the next DVC stage's), the start model's :func:`~lead.fingerprint.model_fingerprint`, the training
+    and dev rows, and the prompt bound that sizes vLLM's context. Checkpoints are resumed, and a finished run
+    reused, only when this matches; where the start model or rows live plays no part."""
+    return value_fingerprint(
+        {
+            "train": params.train.model_dump(mode="json", exclude={"stage2"}),
+            "start": model_fingerprint(start),
+            "rows": rows_fingerprint(rows),
+            "dev": rows_fingerprint(dev),
+            "max_prompt_tokens": params.curate.max_prompt_tokens,
+        }
+    )
 
 
-def _phase(
+def _from_main(state, compute):
+    """``compute()`` run by the main process only and its result shared with every process (hashing a 14B
+    model takes a minute; restoring a model is one process's job), so that all of them decide alike."""
+    if state.num_processes == 1:
+        return compute()
+    from accelerate.utils import broadcast_object_list
+
+    box = [compute() if state.is_main_process else None]
+    broadcast_object_list(box)
+    return box[0]
+
+
+def _restore_finished(previous: dict[str, Any], final: Path, ckpt: Path) -> bool:
+    """Whether a finished run's model is in ``final`` (restored from its copy in ``ckpt`` when DVC removed it
+    before rerunning the stage). False when neither holds the recorded content: train afresh."""
+    if final.is_dir() and model_fingerprint(final) == previous["model"]:
+        return True
+    kept = ckpt / FINAL_COPY
+    if not (kept.is_dir() and model_fingerprint(kept) == previous["model"]):
+        return False
+    with atomic_path(final) as tmp:
+        link_tree(kept, tmp)
+    return model_fingerprint(final) == previous["model"]
+
+
+def train_phase(
     params: Params,
     rows: list[dict[str, Any]],
     dev: list[dict[str, Any]],
     start: str,
     final: Path,
     ckpt: Path,
-    run_name: str,
+    stage: str,
 ) -> dict[str, Any]:
-    """One RL phase: train ``params.train`` from ``start`` on ``rows`` (validating on ``dev``), resuming from
-    the checkpoints in ``ckpt`` when they were written under the same params, and save to ``final``."""
+    """One RL phase: train ``params.train`` from ``start`` on ``rows`` (validating on ``dev``) and save the
+    model to ``final``; ``stage`` names the DVC stage, the MLflow run and its tag. Its :func:`run_identity`
+    decides what happens to an earlier run recorded in ``ckpt``:
+
+    * same identity, **finished** → reused as a whole: its summary is returned and ``final`` holds its model
+      (restored from the copy kept in ``ckpt`` if need be); nothing is trained, no MLflow run is touched;
+    * same identity, unfinished (killed) → resumed from its last complete checkpoint, into the same MLflow run;
+    * anything else → its checkpoints are deleted and training starts afresh, in a new MLflow run.
+    """
     import mlflow
     from datasets import Dataset
     from transformers import AutoTokenizer, PrinterCallback
@@ -244,23 +283,31 @@ def _phase(
     state = _distributed_state()
     main = state.is_main_process
     run_file = ckpt / RUN_FILE
-    fingerprint = params_fingerprint(params, start)
+    identity = _from_main(state, lambda: run_identity(params, start, rows, dev))
     previous = json.loads(run_file.read_text()) if run_file.exists() else {}
-    if previous.get("fingerprint") != fingerprint:
-        if main:
-            shutil.rmtree(ckpt, ignore_errors=True)  # other params: nothing to resume
+    if previous.get("identity") != identity:
         previous = {}
+    elif previous.get("state") == "finished":
+        if _from_main(state, lambda: _restore_finished(previous, final, ckpt)):
+            print(f"{stage}: reusing the finished run {previous['run_id']} (same identity {identity[:19]})")
+            return previous["summary"]
+        previous = {}  # its model is gone: train afresh
+    if not previous and main:
+        shutil.rmtree(ckpt, ignore_errors=True)  # another identity (or a lost result): nothing to resume
     state.wait_for_everyone()
     resume = last_complete_checkpoint(ckpt) if previous else None
     tracked = (
-        stage_run(params, "train", log_sections=("train",), run_id=previous.get("run_id"), run_name=run_name)
+        stage_run(params, stage, log_sections=("train",), run_id=previous.get("run_id"))
         if main
         else contextlib.nullcontext()
     )
     with tracked as run:
+        resolved = resolve(params.train)
         if main:
             ckpt.mkdir(parents=True, exist_ok=True)
-            write_json(run_file, {"fingerprint": fingerprint, "run_id": run.info.run_id})
+            write_json(run_file, {"identity": identity, "run_id": run.info.run_id, "state": "running"})
+            if not previous:  # what the preset resolved to: the objective actually trained
+                mlflow.log_params({f"resolved.{k}": v for k, v in resolved.record().items()})
         tokenizer = AutoTokenizer.from_pretrained(start, trust_remote_code=params.train.trust_remote_code)
         trainer = LEADTrainer(
             model=start,
@@ -270,8 +317,8 @@ def _phase(
             train_dataset=Dataset.from_list(rows),
             eval_dataset=Dataset.from_list(dev) if dev else None,
             processing_class=tokenizer,
-            lead=resolve(params.train).lead,
-            callbacks=[RichProgressCallback(f"{run_name} (GRPO-LEAD)")],
+            lead=resolved.lead,
+            callbacks=[RichProgressCallback(f"{stage} (GRPO-LEAD)")],
             peft_config=lora_config(params.train.lora),
         )
         trainer.remove_callback(PrinterCallback)
@@ -298,9 +345,25 @@ def _phase(
             "first_reward": history[0]["reward"] if history else None,
             "last_reward": history[-1]["reward"] if history else None,
             "mlflow_run_id": run.info.run_id if main else None,
+            "identity": identity,
         }
         if main:
             mlflow.log_metrics({"train_seconds": summary["seconds"]})
+            summary["model"] = model_fingerprint(final)
+            # A copy of the result beside the checkpoints (hard links: no extra space), so that a rerun of a
+            # finished training finds its model even after DVC removed the stage's output first.
+            with atomic_path(ckpt / FINAL_COPY) as tmp:
+                link_tree(final, tmp)
+            write_json(
+                run_file,
+                {
+                    "identity": identity,
+                    "run_id": run.info.run_id,
+                    "state": "finished",
+                    "model": summary["model"],
+                    "summary": summary,
+                },
+            )
     return summary
 
 
@@ -344,36 +407,26 @@ def _save_to(trainer, tokenizer, folder: Path, lora: bool) -> None:
 def run(params: Params, *, output: Path | None = None) -> dict[str, Any]:
     """Train with GRPO-LEAD from the warm-started model and save the final model to ``<paths.models>/train``
     (or ``output``, with its checkpoints beside it in ``<output>_checkpoints``: how `lead ablation` trains
-    several variants from one workspace). With ``train.stage2.enabled``, stage 1 is followed by the paper's
-    later stage: re-calibrate with the stage-1 model, keep problems it solves at most 75 % of the time,
-    continue from it with ``train.stage2.overrides`` for ``train.stage2.max_steps`` steps."""
-    started = time.perf_counter()
-    rows, dev = split_dev(training_rows(params), params.train.dev_problems, params.train.seed)
+    several variants from one workspace). Curriculum stage 2 is the next DVC stage (``train_stage2``)."""
     final = output or model_dir(params)
     ckpt = final.with_name(f"{final.name}_checkpoints") if output else checkpoint_dir(params)
-    s2 = params.train.stage2
-    if not s2.enabled:
-        summary = _phase(params, rows, dev, start_model(params), final, ckpt, "train")
-    else:
-        stage1_model = ckpt / "stage1" / "model"  # kept with the checkpoints: a resume point, not an output
-        first = _phase(params, rows, dev, start_model(params), stage1_model, ckpt / "stage1", "train")
-        state = _distributed_state()
-        if state.num_processes > 1:  # the main process samples first; the others then find it all cached
-            if state.is_main_process:
-                stage2_rows(params, stage1_model, {r["id"] for r in dev})
-            state.wait_for_everyone()
-        rows2, recalibrated = stage2_rows(params, stage1_model, {r["id"] for r in dev})
-        params2 = params.model_copy(update={"train": params.train.stage2_train()})
-        second = _phase(params2, rows2, dev, str(stage1_model), final, ckpt / "stage2", "train-stage2")
-        second["recalibrated_problems"] = recalibrated
-        summary = {
-            **second,
-            "steps": first["steps"] + second["steps"],
-            "seconds": round(time.perf_counter() - started, 1),
-            "stages": [first, second],
-        }
-    if _distributed_state().is_main_process:
-        write_json(params.paths.reports / "train.json", summary)
+    main = _distributed_state().is_main_process
+    manifest = manifest_path(params, "train") if output is None else None
+    if main and manifest:
+        unpublish(manifest)
+    rows, dev = split_dev(training_rows(params), params.train.dev_problems, params.train.seed)
+    summary = train_phase(params, rows, dev, start_model(params), final, ckpt, "train")
+    if main and manifest:
+        report = params.paths.reports / "train.json"
+        write_json(report, summary)
+        publish(
+            manifest,
+            "train",
+            [report],
+            model=summary["model"],
+            mlflow_run_id=summary["mlflow_run_id"],
+            identity=summary["identity"],
+        )
     return summary
 
 

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
+from lead.fingerprint import model_fingerprint, publish, unpublish
 from lead.io import atomic_path, write_json
-from lead.stages._common import stage_main
+from lead.stages._common import manifest_path, stage_main
 
 SKIPPED = "skipped.json"  # the whole content of <paths.models>/warmstart when warmstart.enabled is false
 
@@ -143,6 +144,8 @@ def run(params: Params) -> dict[str, Any]:
     from lead.training.callbacks import RichProgressCallback
 
     out = model_dir(params)
+    manifest = manifest_path(params, "warmstart")
+    unpublish(manifest)
     if not params.warmstart.enabled:
         summary = {"enabled": False, "model": params.model.base}
         # The folder still exists, holding only this note, so that DVC's declared output is there and the
@@ -151,6 +154,7 @@ def run(params: Params) -> dict[str, Any]:
             tmp.mkdir()
             write_json(tmp / SKIPPED, summary)
         write_json(params.paths.reports / "warmstart.json", summary)
+        publish(manifest, "warmstart", [params.paths.reports / "warmstart.json"], model=None)
         return summary
     started = time.perf_counter()
     torch.manual_seed(params.warmstart.seed)
@@ -186,8 +190,10 @@ def run(params: Params) -> dict[str, Any]:
         ),
         "parameters": sum(p.numel() for p in model.parameters()),
         "seconds": round(time.perf_counter() - started, 1),
+        "model": model_fingerprint(out),
     }
     write_json(params.paths.reports / "warmstart.json", summary)
+    publish(manifest, "warmstart", [params.paths.reports / "warmstart.json"], model=summary["model"])
     return summary
 
 

@@ -13,21 +13,53 @@ loss_type              grpo            grpo                 dapo (token-level)
 clip (low / high)      0.2 / 0.2       0.2 / 0.2            0.2 / 0.28 (clip-higher)
 entropy bonus          0.001           0.001                0
 learning rate          1e-6            1e-6                 1e-6
+vLLM importance        off             off                  on (TRL's default: corrects the
+sampling correction                                         vLLM/trainer logprob mismatch)
 =====================  ==============  ===================  ===================================
 
 The ablation switches then act on top: ``length_reward: false`` sets α = 0 (no L), ``penalty: false`` sets
 every non-correct outcome to 0 (no E: a 0/1 accuracy reward), ``reweight: false`` turns AD off.
-``repetition_penalty`` (the paper's later stage: -1.5) makes every completion that loops degenerate, finished
-or not, and sets the degenerate reward to it.
+``loss_type: dr_grpo`` also drops the std scaling of the advantage (Dr. GRPO). TRL applies an importance-
+sampling correction to vLLM rollouts unless told not to: the paper's objective has none, so only ``improved``
+turns it on (it acts only with ``use_vllm``). ``repetition_penalty`` (the paper's later stage: -1.5) makes
+every completion that loops degenerate, finished or not, and sets the degenerate reward to it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 from lead.config import TrainParams
-from lead.training.trainer import LeadSettings
+
+Truncation = Literal["unfinished", "wrong", "mask"]
+
+
+@dataclass(frozen=True)
+class LeadSettings:
+    """GRPO-LEAD's knobs after the preset and the ablation switches are resolved (what ``LEADTrainer`` reads).
+
+    ``alpha = 0`` turns the length reward (L) off; ``wrong = unfinished = degenerate = 0`` turns the explicit
+    penalty (E) off; ``reweight = False`` turns the difficulty-aware reweighting (AD) off. All three off is
+    plain GRPO with a 0/1 accuracy reward (with ε = 1e-6 and no reweighting, the advantage is GRPO's).
+    ``scale_by_std = False`` is Dr. GRPO's advantage ``r - mean`` (``loss_type: dr_grpo``).
+    """
+
+    alpha: float = 0.05
+    length_gate: float | None = None
+    correct: float = 1.0
+    wrong: float = -1.0
+    unfinished: float = 0.0
+    degenerate: float = -2.0
+    reweight: bool = True
+    drop_uninformative: bool = True
+    scale_by_std: bool = True
+    before_think_close: bool = False  # the reference code grades the last \boxed{} before </think>
+    truncation: Truncation = "unfinished"  # how a completion cut at the token limit is scored
+    # The paper's later stage penalizes repeated n-grams in any completion: a loop is then DEGENERATE even when
+    # the completion finished (the reference code only checks unfinished ones), and scores ``degenerate``.
+    loops_anywhere: bool = False
+
 
 PRESETS: dict[str, dict[str, Any]] = {
     "faithful": {
@@ -39,6 +71,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "epsilon_high": None,  # = epsilon
         "entropy_coef": 0.001,
         "learning_rate": 1e-6,
+        "vllm_importance_sampling_correction": False,
     },
     "paper": {
         "grade_before_think_close": False,
@@ -49,6 +82,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "epsilon_high": None,
         "entropy_coef": 0.001,
         "learning_rate": 1e-6,
+        "vllm_importance_sampling_correction": False,
     },
     "improved": {
         "grade_before_think_close": False,
@@ -59,6 +93,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "epsilon_high": 0.28,
         "entropy_coef": 0.0,
         "learning_rate": 1e-6,
+        "vllm_importance_sampling_correction": True,
     },
 }
 
@@ -73,6 +108,19 @@ class Resolved:
     entropy_coef: float
     epsilon_high: float
     mask_truncated: bool
+    vllm_importance_sampling_correction: bool
+
+    def record(self) -> dict[str, Any]:
+        """Flat ``name: value`` of everything resolved (logged on the training run: the objective trained)."""
+        return {
+            **{f"lead.{k}": v for k, v in asdict(self.lead).items()},
+            "loss_type": self.loss_type,
+            "learning_rate": self.learning_rate,
+            "entropy_coef": self.entropy_coef,
+            "epsilon_high": self.epsilon_high,
+            "mask_truncated": self.mask_truncated,
+            "vllm_importance_sampling_correction": self.vllm_importance_sampling_correction,
+        }
 
 
 def resolve(train: TrainParams) -> Resolved:
@@ -90,6 +138,7 @@ def resolve(train: TrainParams) -> Resolved:
         degenerate = train.repetition_penalty
     truncation = pick("truncation")
     gate = pick("length_gate_tokens")
+    loss_type = pick("loss_type")
     lead = LeadSettings(
         alpha=train.alpha if train.length_reward else 0.0,
         length_gate=gate or None,
@@ -102,13 +151,16 @@ def resolve(train: TrainParams) -> Resolved:
         before_think_close=pick("grade_before_think_close"),
         truncation=truncation,
         loops_anywhere=train.repetition_penalty is not None,
+        # Dr. GRPO (Liu et al. 2025) drops the std scaling of the advantage as well as the length normalisation.
+        scale_by_std=loss_type != "dr_grpo",
     )
     epsilon_high = pick("epsilon_high")
     return Resolved(
         lead=lead,
-        loss_type=pick("loss_type"),
+        loss_type=loss_type,
         learning_rate=pick("learning_rate"),
         entropy_coef=pick("entropy_coef"),
         epsilon_high=train.epsilon if epsilon_high is None else epsilon_high,
         mask_truncated=truncation == "mask",
+        vllm_importance_sampling_correction=pick("vllm_importance_sampling_correction"),
     )

@@ -8,10 +8,11 @@ TRL 1.16 has no advantage hook, so two private methods are overridden (a contrac
   (:func:`lead.rewards.lead_rewards`: the length-dependent accuracy reward L and the penalties E). TRL then
   logs these rewards as the ``lead`` reward function.
 * ``_generate_and_score_completions`` — after TRL has built the batch, replace its advantages by
-  :func:`lead.advantages.lead_advantages` (unbiased group std, ε = 1e-6, difficulty-aware reweighting AD,
-  dropped uninformative groups) computed on the gathered rewards, slice back this process's part, overwrite the
-  advantages TRL buffered for its completion table (it only prints them at the next log), and record LEAD's
-  own metrics (reward by outcome, lengths of correct and incorrect answers, ρ, weights, dropped groups).
+  :func:`lead.advantages.lead_advantages` (unbiased group std, ε = 1e-6 — or no std scaling under Dr. GRPO —,
+  difficulty-aware reweighting AD, dropped uninformative groups) computed on the gathered rewards, slice back
+  this process's part, overwrite the advantages TRL buffered for its completion table (it only prints them at
+  the next log), and record LEAD's own metrics (reward by outcome, lengths of correct and incorrect answers,
+  ρ, weights, dropped groups).
 
 Everything numeric lives in the pure modules; this file is glue.
 """
@@ -20,8 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,35 +30,9 @@ from trl import GRPOTrainer
 from lead.advantages import difficulty_weight, lead_advantages
 from lead.grading import grade_batch
 from lead.rewards import Outcome, classify_outcome, lead_rewards
+from lead.training.presets import LeadSettings
 
 OUTCOMES = list(Outcome)
-Truncation = Literal["unfinished", "wrong", "mask"]
-
-
-@dataclass(frozen=True)
-class LeadSettings:
-    """GRPO-LEAD's knobs after the preset and the ablation switches are resolved (``lead.training.presets``).
-
-    ``alpha = 0`` turns the length reward (L) off; ``wrong = unfinished = degenerate = 0`` turns the explicit
-    penalty (E) off; ``reweight = False`` turns the difficulty-aware reweighting (AD) off. All three off is
-    plain GRPO with a 0/1 accuracy reward (with ε = 1e-6 and no reweighting, the advantage is GRPO's).
-    """
-
-    alpha: float = 0.05
-    length_gate: float | None = None
-    correct: float = 1.0
-    wrong: float = -1.0
-    unfinished: float = 0.0
-    degenerate: float = -2.0
-    reweight: bool = True
-    drop_uninformative: bool = True
-    eps: float = 1e-6
-    before_think_close: bool = False  # the reference code grades the last \boxed{} before </think>
-    require_think_close: bool = True  # no </think> = unfinished (reasoning models)
-    truncation: Truncation = "unfinished"  # how a completion cut at the token limit is scored
-    # The paper's later stage penalizes repeated n-grams in any completion: a loop is then DEGENERATE even when
-    # the completion finished (the reference code only checks unfinished ones), and scores ``degenerate``.
-    loops_anywhere: bool = False
 
 
 def completion_text(completion: Any) -> str:
@@ -83,7 +57,6 @@ def classify(
             classify_outcome(
                 text,
                 ok,
-                require_think_close=settings.require_think_close,
                 truncated=cut_as_unfinished,
                 loops_anywhere=settings.loops_anywhere,
             )
@@ -160,9 +133,9 @@ class LEADTrainer(GRPOTrainer):
         advantages = lead_advantages(
             batch["rewards"],
             self.num_generations,
-            eps=s.eps,
             reweight=s.reweight,
             drop_uninformative=s.drop_uninformative,
+            scale_by_std=s.scale_by_std,
         )
         local = len(output["advantages"])
         start = self.accelerator.process_index * local

@@ -11,22 +11,46 @@ import yaml
 
 from tests.conftest import ROOT, TINY, _merge
 
-# The reduced config: every stage runs, each in seconds (1-layer model, 60 problems, 2 RL steps, transformers).
+# The reduced config: every stage runs, each in seconds (1-layer model, 60 problems, 2 RL steps, transformers),
+# with every optional path of the DAG that reads something (the DAG contract test records them): the
+# curriculum's stage 2 (its model evaluated and registered), a dev split, a shipped benchmark beside the proxy.
 REDUCED = {
     "model": TINY,
     "curate": {"proxy": {"train_problems": 60, "test_per_level": 2, "max_ops": 3}},
     "warmstart": {"examples": 64, "batch_size": 16},
     # An untrained-looking 1-layer model solves nothing: keep every problem so that train has a pool.
     "calibrate": {"samples": 4, "backend": "transformers", "max_new_tokens": 96, "keep_inclusive": "both"},
-    "train": {"max_steps": 2, "batch_size": 16, "save_steps": 1, "max_completion_length": 96},
-    "evaluate": {"backend": "transformers", "samples": 2, "max_new_tokens": 96, "budgets": [48, 96]},
+    "train": {
+        "max_steps": 2,
+        "batch_size": 16,
+        "save_steps": 1,
+        "max_completion_length": 96,
+        "dev_problems": 2,
+        "eval_steps": 1,
+        "stage2": {"enabled": True, "max_steps": 1},
+    },
+    "evaluate": {
+        "model": "train_stage2",
+        "backend": "transformers",
+        "benchmarks": ["proxy", "aime24"],
+        "max_problems": 6,
+        "samples": 2,
+        "max_new_tokens": 96,
+        "budgets": [48, 96],
+    },
     "register": {"model_name": "lead-e2e"},
 }
+RECORDER = Path(__file__).with_name("recorder")
 
 
-def dvc(workspace: Path, *args: str) -> subprocess.CompletedProcess:
-    """Run the venv's dvc in ``workspace``; fail the test with its output when it fails."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+def dvc(workspace: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the venv's dvc in ``workspace`` (``env`` added to the environment); fail the test with its output
+    when it fails."""
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        **(env or {}),
+    }
     done = subprocess.run(
         [str(Path(sys.executable).with_name("dvc")), *args],
         cwd=workspace,
@@ -38,17 +62,16 @@ def dvc(workspace: Path, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
-@pytest.fixture(scope="session")
-def workspace(tmp_path_factory) -> Path:
-    """A fresh git + DVC workspace holding copies of what ``dvc.yaml`` names, committed."""
-    ws = tmp_path_factory.mktemp("workspace")
+def make_workspace(ws: Path, config: dict) -> Path:
+    """A fresh git + DVC workspace in ``ws`` holding copies of what ``dvc.yaml`` names and the shipped
+    params.yaml with ``config`` merged in, committed."""
     for name in ("dvc.yaml", "pyproject.toml", "prefect.yaml"):
         shutil.copy(ROOT / name, ws / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("lead", "flows", "data/raw"):
         shutil.copytree(ROOT / name, ws / name, ignore=ignore)
     data = yaml.safe_load((ROOT / "params.yaml").read_text())
-    _merge(data, REDUCED)
+    _merge(data, config)
     (ws / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     git = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
     subprocess.run([*git, "init", "-q"], cwd=ws, check=True)
@@ -57,3 +80,28 @@ def workspace(tmp_path_factory) -> Path:
     subprocess.run([*git, "add", "-A"], cwd=ws, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "workspace"], cwd=ws, check=True)
     return ws
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory) -> Path:
+    """A throw-away workspace with the reduced config."""
+    return make_workspace(tmp_path_factory.mktemp("workspace"), REDUCED)
+
+
+@pytest.fixture(scope="session")
+def recorded(workspace, tmp_path_factory) -> tuple[str, dict[str, dict]]:
+    """The workspace's first, full ``dvc repro``, every stage recorded by ``recorder/`` (what it reads and
+    writes: ``tests/flows/test_dag_contract.py``). Returns DVC's output and the records by stage."""
+    import json
+
+    records = tmp_path_factory.mktemp("records")
+    env = {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(RECORDER), os.environ.get("PYTHONPATH")])),
+        "LEAD_RECORD_DIR": str(records),
+    }
+    done = dvc(workspace, "repro", env=env)
+    by_stage = {}
+    for path in records.glob("*.json"):
+        record = json.loads(path.read_text())
+        by_stage[record["stage"].removeprefix("lead.stages.")] = record
+    return done.stdout, by_stage

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import yaml
 
 from lead.stages import STAGES
 from tests.flows.conftest import dvc
@@ -15,9 +16,9 @@ def ran(output: str) -> list[str]:
     return [s for s in STAGES if f"Running stage '{s}'" in output]
 
 
-def test_dvc_repro_runs_the_whole_dag_then_only_what_changed(workspace):
-    first = dvc(workspace, "repro")
-    assert ran(first.stdout) == list(STAGES)
+def test_dvc_repro_runs_the_whole_dag_then_only_what_changed(workspace, recorded):
+    first, _ = recorded  # the first `dvc repro` of the workspace
+    assert ran(first) == list(STAGES)
     registered = json.loads((workspace / "reports/register.json").read_text())
     assert registered["version"] == 1 and "champion" in registered["aliases"]
     assert registered["lineage"]["dvc.model_md5"] != "none"  # dvc.lock already held the train stage
@@ -36,3 +37,52 @@ def test_dvc_repro_runs_the_whole_dag_then_only_what_changed(workspace):
     assert metrics["proxy.samples_per_problem"] == 3
     assert "three-samples" in dvc(workspace, "exp", "list", "--name-only").stdout
     assert json.loads((workspace / "reports/register.json").read_text())["version"] == 2
+
+
+def _set(workspace, key: str, value) -> None:
+    data = yaml.safe_load((workspace / "params.yaml").read_text())
+    section, name = key.split(".")
+    data[section][name] = value
+    (workspace / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _trained(workspace) -> tuple[dict, bytes]:
+    return (
+        json.loads((workspace / "reports/train.json").read_text()),
+        (workspace / "models/train/model.safetensors").read_bytes(),
+    )
+
+
+def _train_runs(workspace) -> list[str]:
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{workspace / 'mlflow.db'}")
+    runs = mlflow.search_runs(
+        experiment_names=["lead"], filter_string="tags.stage = 'train'", output_format="list"
+    )
+    return sorted(r.info.run_id for r in runs)
+
+
+def test_a_new_warm_start_or_pool_trains_afresh_and_a_finished_training_is_never_redone(workspace):
+    """The stale-resume failure: checkpoints and MLflow runs of another start model or pool are never continued."""
+    before, weights = _trained(workspace)
+    steps = yaml.safe_load((workspace / "params.yaml").read_text())["train"]["max_steps"]
+    for key in ("warmstart.seed", "curate.seed"):  # a retrained tokenizer and model; then another pool
+        _set(workspace, key, 1)
+        out = dvc(workspace, "repro").stdout
+        assert "train" in ran(out) and "train_stage2" in ran(out), out
+        after, new_weights = _trained(workspace)
+        assert after["steps"] == steps and after["resumed_from"] is None, after  # every step, from scratch
+        assert after["mlflow_run_id"] != before["mlflow_run_id"] and after["identity"] != before["identity"]
+        assert new_weights != weights
+        before, weights = after, new_weights
+    assert ran(dvc(workspace, "repro").stdout) == []  # unchanged: a no-op
+
+    runs = _train_runs(workspace)
+    forced = dvc(
+        workspace, "repro", "--force", "--single-item", "train"
+    ).stdout  # DVC removes models/train first
+    assert ran(forced) == ["train"] and "reusing the finished run" in forced
+    assert _trained(workspace) == (before, weights)  # the same summary and bytes, no extra step
+    assert _train_runs(workspace) == runs  # no new MLflow run, the old one untouched
+    assert "up to date" in dvc(workspace, "status").stdout  # nothing downstream went stale

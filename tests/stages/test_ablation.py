@@ -59,3 +59,17 @@ def test_ablation_writes_results_per_variant_and_seed_and_reuses_finished_runs(p
         filter_string=f"tags.mlflow.parentRunId = '{again['mlflow_run_id']}'",
         output_format="list",
     )
+
+
+def test_cells_are_keyed_by_the_content_of_what_they_start_from(params: Params, tmp_path):
+    import shutil
+
+    before = ablation.inputs_fingerprint(params)
+    start = params.paths.models / "warmstart"
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(start, moved)
+    start.unlink()  # the fixture's symlink: the same model, now at another place
+    start.symlink_to(moved)
+    assert ablation.inputs_fingerprint(params) == before
+    (moved / "config.json").write_text((moved / "config.json").read_text() + " ")  # a new warm start
+    assert ablation.inputs_fingerprint(params) != before

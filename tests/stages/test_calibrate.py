@@ -11,18 +11,19 @@ import pytest
 
 import lead.sampling
 from lead.config import Params
+from lead.fingerprint import StaleOutputError
 from lead.proxy import generate_problems
 from lead.sampling import Completion
 from lead.stages import calibrate
 from lead.stages.curate import proxy_records
+from tests.conftest import write_pool
 
 
 def _write_pool(params: Params, n: int) -> pd.DataFrame:
     """The first ``n`` proxy training problems (a longer draw extends a shorter one: same prefix)."""
     records = proxy_records(generate_problems(n, split="train", seed=0, max_ops=3))
     pool = pd.DataFrame(records)
-    params.paths.curated.mkdir(parents=True, exist_ok=True)
-    pool.to_parquet(params.paths.curated / "train.parquet", index=False)
+    write_pool(params, pool)
     return pool
 
 
@@ -136,7 +137,7 @@ def test_run_writes_the_calibrated_pool_reports_and_an_mlflow_run(params: Params
     summary = calibrate.run(params)
     out = _out(params)
     pool = pd.read_parquet(params.paths.curated / "train.parquet")
-    assert list(out.columns) == [*pool.columns, *calibrate.ADDED_COLUMNS]
+    assert list(out.columns) == [*pool.columns, *calibrate.RECORD_COLUMNS, "band", "keep"]
     assert out["id"].tolist() == pool["id"].tolist()
     assert (out["k"] == 2).all() and (out["pass_rate"] == out["correct"] / 2).all()
     assert out["keep"].tolist() == [0 < p < 1 for p in out["pass_rate"]]
@@ -183,7 +184,7 @@ def test_pass_rates_keep_bands_and_histogram_are_exact(params: Params, scripted)
         "(0.75, 1)": 0,
         "1": 8,
     }
-    assert summary["kept"] == 24 and summary["stage2_pool"] == 32
+    assert summary["kept"] == 24
     assert summary["grader"]["correct"] == sum(expected) and summary["grader"]["fast_path"] == 160
     # Another stage-1 band from params: 0.25 < p < 1.
     params.calibrate.min_pass_rate = 0.25
@@ -288,11 +289,16 @@ def test_model_choice_and_missing_inputs_are_clear_errors(params: Params, script
     with pytest.raises(ValueError, match="exists only after warm start"):
         calibrate.model_path(params)
     params.warmstart.enabled = True
-    params.paths.models = tmp_path / "nowhere"
+    models, params.paths.models = params.paths.models, tmp_path / "nowhere"
     with pytest.raises(FileNotFoundError, match="run `lead warmstart` first"):
         calibrate.model_path(params)
-    params.paths.curated = tmp_path / "empty"
+    params.paths.models, curated, params.paths.curated = models, params.paths.curated, tmp_path / "empty"
     with pytest.raises(FileNotFoundError, match="run `lead curate` first"):
+        calibrate.calibrate_pool(params)
+    # A pool that curate did not publish (a run killed between its writes) is refused, not calibrated.
+    params.paths.curated = curated
+    (curated / "train.parquet").write_bytes((curated / "train.parquet").read_bytes() + b" ")
+    with pytest.raises(StaleOutputError, match="not the content curate published"):
         calibrate.calibrate_pool(params)
 
 
@@ -305,32 +311,3 @@ def test_cli_has_a_calibrate_command_in_pipeline_order():
     assert STAGES[: STAGES.index("calibrate") + 1][-2:] == ("warmstart", "calibrate")
     result = CliRunner().invoke(app, ["calibrate", "--help"])
     assert result.exit_code == 0 and "--set" in result.output
-
-
-def test_dvc_stage_declares_what_the_module_reads_and_writes():
-    import yaml
-
-    from lead.config import load_params
-    from tests.conftest import ROOT
-
-    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["calibrate"]
-    assert stage["cmd"] == "python -m lead.stages.calibrate"
-    assert {"lead/stages/calibrate.py", "${paths.curated}/train.parquet", "${paths.models}/warmstart"} <= set(
-        stage["deps"]
-    )
-    outs = {next(iter(o)) if isinstance(o, dict) else o: o for o in stage["outs"]}
-    assert f"${{paths.curated}}/{calibrate.OUTPUT_NAME}" in outs
-    cache_out = outs[f"${{paths.curated}}/{calibrate.CACHE_NAME}"]
-    assert cache_out[f"${{paths.curated}}/{calibrate.CACHE_NAME}"] == {"persist": True, "cache": False}
-    plots = [next(iter(p)) for p in stage["plots"]]
-    assert plots == [
-        "${paths.reports}/calibrate/histogram.csv",
-        "${paths.reports}/calibrate/pass_rate_histogram.png",
-    ]
-    assert next(iter(stage["metrics"][0])) == "${paths.reports}/calibrate/summary.json"
-    # Every declared param exists in params.yaml (DVC would fail on a missing one only at repro time).
-    data = load_params(ROOT / "params.yaml").model_dump(by_alias=True)
-    for key in stage["params"]:
-        node = data
-        for part in key.split("."):
-            node = node[part]

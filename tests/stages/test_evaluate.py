@@ -13,8 +13,10 @@ from typer.testing import CliRunner
 import lead.sampling
 from lead.benchmarks import load_benchmark
 from lead.config import BENCHMARKS, Params, load_params
+from lead.fingerprint import model_fingerprint, publish
 from lead.sampling import Completion
 from lead.stages import evaluate
+from lead.stages._common import manifest_path
 from tests.conftest import ROOT
 
 ALL_BENCHMARKS = ["proxy", "aime24", "aime25", "math500", "amc23"]
@@ -57,6 +59,7 @@ def eval_params(small_params: Params, tiny_model, mlflow_store) -> Params:
     pq.write_table(
         pa.Table.from_pylist(proxy_records(proxy_problems(small_params, "test"))), curated / "test.parquet"
     )
+    publish(manifest_path(small_params, "curate"), "curate", [curated / "test.parquet"])  # as curate does
     shutil.copytree(tiny_model[0], small_params.paths.models / "warmstart")
     small_params.evaluate.model = "warmstart"
     small_params.tracking.uri = mlflow_store
@@ -181,6 +184,12 @@ def test_evaluate_all_benchmarks_with_transformers(eval_params: Params):
 
     (run,) = _evaluate_runs(eval_params)
     assert run.info.status == "FINISHED"
+    # Published last: every output by content, the model by content, the run that holds the same figures.
+    published = json.loads((out / "evaluate.manifest.json").read_text())
+    assert (
+        set(published["outputs"]) == set(evaluate.OUTPUTS) and published["mlflow_run_id"] == run.info.run_id
+    )
+    assert published["model"] == model_fingerprint(evaluate.model_path(eval_params))
     assert run.data.tags["backend"] == "transformers"
     assert run.data.params["evaluate.samples"] == "2"
     assert run.data.metrics["aime25.pass_at_1"] == metrics["aime25.pass_at_1"]

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from lead.config import Params
+from lead.fingerprint import model_fingerprint
 from lead.sampling import (
     SamplingSpec,
     ServerSampler,
@@ -22,7 +23,7 @@ from lead.sampling import (
 )
 from lead.stages import calibrate
 from lead.stages.curate import proxy_records
-from tests.conftest import SUFFIX
+from tests.conftest import SUFFIX, write_pool
 
 
 def _free_port() -> int:
@@ -63,7 +64,7 @@ def test_lead_serve_runs_vllms_server_under_the_models_fingerprint(
     ((path, argv, env),) = calls
     assert path == argv[0] and env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # CPU: the engine in its process
     model = small_params.paths.models / "warmstart"
-    name = served_model_name(calibrate.model_fingerprint(model), small_params.model.dtype)
+    name = served_model_name(model_fingerprint(model), small_params.model.dtype)
     assert argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert argv[argv.index("--model") + 1] == str(model)
     assert argv[argv.index("--served-model-name") + 1] == name
@@ -76,7 +77,7 @@ def test_lead_serve_runs_vllms_server_under_the_models_fingerprint(
 def server(tiny_model, tmp_path_factory):
     """``lead serve``'s command for the tiny model on a free port; its URL and served name."""
     path = tiny_model[0]
-    name = served_model_name(calibrate.model_fingerprint(path), "float32")
+    name = served_model_name(model_fingerprint(path), "float32")
     port = _free_port()
     argv, env = serve_command(path, name, dtype="float32", host="127.0.0.1", port=port)
     log = tmp_path_factory.mktemp("server") / "server.log"
@@ -137,14 +138,13 @@ def test_calibrate_through_the_server_extends_an_in_process_cache(server, small_
     small_params.model.dtype = "float32"
     pool = pd.DataFrame(proxy_records(generate_problems(11, split="train", seed=0, max_ops=3)))
     small_params.paths.curated.mkdir(parents=True, exist_ok=True)
-    train = small_params.paths.curated / "train.parquet"
 
     def records(**kwargs):
         return [(r.correct, r.mean_length) for r in calibrate.pool_records(small_params, **kwargs).records]
 
-    pool.iloc[:8].to_parquet(train, index=False)
+    write_pool(small_params, pool.iloc[:8])
     records()
-    pool.to_parquet(train, index=False)
+    write_pool(small_params, pool)
     cal = calibrate.pool_records(small_params, server=url)
     assert (cal.sampled, cal.backend) == (3, "vllm")
     through_server = [(r.correct, r.mean_length) for r in cal.records]

@@ -8,8 +8,11 @@ import pytest
 from mlflow import MlflowClient
 
 from lead.config import Params
+from lead.fingerprint import StaleOutputError, model_fingerprint, publish
 from lead.stages import register
-from lead.stages.evaluate import METRICS, RUN, output_dir
+from lead.stages._common import manifest_path
+from lead.stages.evaluate import METRICS, output_dir
+from lead.tracking import use_experiment
 from tests.conftest import tmp_params
 
 pytestmark = pytest.mark.slow  # logs a transformers model per version (~10 s each)
@@ -18,18 +21,43 @@ pytestmark = pytest.mark.slow  # logs a transformers model per version (~10 s ea
 @pytest.fixture
 def params(tmp_path, tiny_model) -> Params:
     p = tmp_params(tmp_path, register={"model_name": "lead-test"})
-    shutil.copytree(tiny_model[0], p.paths.models / "train")
+    model = p.paths.models / "train"
+    shutil.copytree(tiny_model[0], model)
     (p.paths.reports).mkdir(parents=True)
     (p.paths.reports / "train.json").write_text(json.dumps({"mlflow_run_id": "train-run"}))
+    # As the train stage does: the model it published, and the MLflow run that trained it.
+    fingerprint = model_fingerprint(model)
+    publish(
+        manifest_path(p, "train"),
+        "train",
+        [p.paths.reports / "train.json"],
+        model=fingerprint,
+        mlflow_run_id="train-run",
+    )
+    p.evaluate.model = "train"
     return p
 
 
-def evaluated(params: Params, pass_at_1: float, len_avg: float, model: str | None = None) -> None:
+def evaluated(params: Params, pass_at_1: float, len_avg: float, model=None, logged=None) -> str:
+    """What evaluate leaves: metrics.json, its MLflow run (finished, with ``logged`` or the same figures), the
+    manifest naming the model by content. Returns the run id."""
     out = output_dir(params)
     out.mkdir(parents=True, exist_ok=True)
-    (out / METRICS).write_text(json.dumps({"proxy.pass_at_1": pass_at_1, "proxy.len_avg": len_avg}))
-    path = model or str(params.paths.models / "train")
-    (out / RUN).write_text(json.dumps({"mlflow_run_id": "eval-run", "model_path": path}))
+    metrics = {"proxy.pass_at_1": pass_at_1, "proxy.len_avg": len_avg}
+    (out / METRICS).write_text(json.dumps(metrics))
+    use_experiment(params)
+    with mlflow.start_run(run_name="evaluate", tags={"stage": "evaluate"}) as run:
+        mlflow.log_metrics(logged or metrics)
+    path = model or params.paths.models / "train"
+    publish(
+        manifest_path(params, "evaluate"),
+        "evaluate",
+        [out / METRICS],
+        model=model_fingerprint(path),
+        model_path=str(path),
+        mlflow_run_id=run.info.run_id,
+    )
+    return run.info.run_id
 
 
 def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
@@ -49,15 +77,16 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
         "git.commit",
         "dvc.train_data_md5",
         "dvc.model_md5",
-        "params.sha256",
+        "params.fingerprint",
         "train.preset",
         "mlflow.parent_run_id",
         "train.run_id",
         "evaluate.run_id",
         "eval.protocol",
-        "model.weights_sha256",
+        "model.fingerprint",
     ):
         assert v2.tags[key], key
+    assert v2.tags["lead.state"] == "registered"
     assert v2.tags["train.run_id"] == "train-run" and v2.tags["eval.proxy.pass_at_1"] == "0.25"
     assert "| proxy | 0.2500 | 0.3000 | -0.0500 | 50.0 | 60.0 | -10.0 |" in v2.description
     assert "(version 1)" in v2.description and "gate failed" in v2.description
@@ -78,9 +107,27 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
     assert loaded["model"].num_parameters() > 0
 
 
-def test_scores_of_another_model_are_refused_before_anything_is_registered(params: Params):
-    evaluated(params, 0.3, 60.0, model=str(params.paths.models / "warmstart"))
+def test_scores_of_another_model_are_refused_before_anything_is_registered(
+    params: Params, tiny_model, tmp_path
+):
+    params.evaluate.model = "warmstart"
     with pytest.raises(ValueError, match=r"set evaluate\.model = train"):
         register.run(params)
+    params.evaluate.model = "train"
+    other = tmp_path / "other"
+    shutil.copytree(tiny_model[0], other)
+    (other / "config.json").write_text((other / "config.json").read_text() + " ")
+    evaluated(params, 0.3, 60.0, model=other)  # the scores of another model (by content)
+    with pytest.raises(ValueError, match="evaluate again, so the registered scores describe"):
+        register.run(params)
+    evaluated(params, 0.3, 60.0, logged={"proxy.pass_at_1": 0.1, "proxy.len_avg": 60.0})
+    with pytest.raises(StaleOutputError, match=r"does not hold the figures .*proxy.pass_at_1"):
+        register.run(params)  # the linked run says 0.1: a version claiming 0.3 would lie
+    evaluated(params, 0.3, 60.0)
+    (output_dir(params) / METRICS).write_text(json.dumps({"proxy.pass_at_1": 0.9, "proxy.len_avg": 60.0}))
+    with pytest.raises(StaleOutputError, match="not the content evaluate published"):
+        register.run(params)  # metrics of an evaluation killed before it published
     with pytest.raises(ValueError, match="needs a reason"):
         register.promote(params, "1", "  ")
+    mlflow.set_tracking_uri(params.tracking.uri)
+    assert MlflowClient().search_model_versions("name = 'lead-test'") == []

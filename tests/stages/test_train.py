@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from lead.advantages import lead_advantages
+from lead.config import TinySpec
+from lead.fingerprint import StaleOutputError
 from lead.rewards import Outcome, lead_rewards
 from lead.stages import train
 from lead.training import trainer as seam
@@ -46,6 +48,8 @@ def test_train_stage_saves_the_model_and_logs_lead_metrics(rl_params):
     summary = train.run(rl_params)
     assert summary["steps"] == 2 and summary["resumed_from"] is None
     assert json.loads((rl_params.paths.reports / "train.json").read_text()) == summary
+    published = json.loads((rl_params.paths.models / "train.manifest.json").read_text())
+    assert published["model"] == summary["model"] and published["mlflow_run_id"] == summary["mlflow_run_id"]
     AutoModelForCausalLM.from_pretrained(str(train.model_dir(rl_params)))
     mlflow.set_tracking_uri(rl_params.tracking.uri)
     run = mlflow.get_run(summary["mlflow_run_id"])
@@ -73,23 +77,44 @@ def test_validation_on_a_held_out_dev_split_hands_on_the_best_checkpoint(rl_para
 
 
 def test_curriculum_stage2_recalibrates_with_the_stage1_model_and_continues_from_it(rl_params):
+    from lead.stages import calibrate_stage2, train_stage2
+
     t = rl_params.train
     t.max_steps, t.dev_problems, t.eval_steps = 1, 4, 1
     t.stage2.enabled, t.stage2.max_steps, t.stage2.overrides = True, 2, {"length_reward": False}
     c = rl_params.calibrate
     c.backend, c.samples, c.max_new_tokens = "transformers", 2, 12
-    summary = train.run(rl_params)
-    first, second = summary["stages"]
-    assert first["steps"] == 1 and second["steps"] == 2 and summary["steps"] == 3
+    first = train.run(rl_params)
+    calibrated = calibrate_stage2.run(rl_params)
+    second = train_stage2.run(rl_params)
+    assert first["steps"] == 1 and second["steps"] == 2 and second["enabled"]
     # The untrained model solves nothing: every problem is <= 0.75 and goes to stage 2, the dev split excepted.
-    assert second["recalibrated_problems"] == 60 and second["problems"] == 56
-    assert (train.checkpoint_dir(rl_params) / "stage1" / "model" / "model.safetensors").exists()
-    assert (train.model_dir(rl_params) / "model.safetensors").exists()
+    assert (
+        calibrated["problems"] == 60
+        and calibrated["kept"] == 60
+        and calibrated["keep_rule"].startswith("0 <=")
+    )
+    assert second["problems"] == 56 and second["dev_problems"] == 4
+    stage1 = train.model_dir(rl_params)
+    assert calibrated["model"] == str(stage1)  # sampled the stage-1 model, not the warm start
+    assert (train_stage2.model_dir(rl_params) / "model.safetensors").exists()
     mlflow.set_tracking_uri(rl_params.tracking.uri)
     stage2 = mlflow.get_run(second["mlflow_run_id"])
-    assert stage2.info.run_name == "train-stage2" and stage2.data.tags["stage"] == "train"
+    assert stage2.info.run_name == "train_stage2" and stage2.data.tags["stage"] == "train_stage2"
     assert stage2.data.params["train.length_reward"] == "False"
     assert mlflow.get_run(first["mlflow_run_id"]).data.params["train.length_reward"] == "True"
+    # Stage 1's model changed after the stage-2 pool was measured on it: stage 2 refuses to start from it.
+    (stage1 / "config.json").write_text((stage1 / "config.json").read_text() + " ")
+    with pytest.raises(StaleOutputError, match="not the model the train stage published"):
+        train_stage2.run(rl_params)
+
+
+def test_curriculum_stage2_off_writes_outputs_that_say_so(rl_params):
+    from lead.stages import calibrate_stage2, train_stage2
+
+    assert calibrate_stage2.run(rl_params) == {"enabled": False, "problems": 0, "kept": 0}
+    assert train_stage2.run(rl_params) == {"enabled": False}
+    assert [p.name for p in train_stage2.model_dir(rl_params).iterdir()] == [train_stage2.DISABLED]
 
 
 def test_lora_trains_adapters_only_and_saves_a_merged_plain_model(rl_params):
@@ -174,10 +199,71 @@ def test_a_crash_marks_the_mlflow_run_failed(rl_params, monkeypatch):
 
 
 def test_checkpoints_from_other_params_are_not_resumed(rl_params):
-    train.run(rl_params)
+    first = train.run(rl_params)
     rl_params.train.alpha = 0.1  # a different method: its checkpoints must not be continued
     summary = train.run(rl_params)
-    assert summary["resumed_from"] is None
+    assert summary["resumed_from"] is None and summary["mlflow_run_id"] != first["mlflow_run_id"]
+
+
+def _weights(folder):
+    from safetensors.torch import load_file
+
+    return load_file(folder / "model.safetensors")
+
+
+def test_a_new_start_model_in_the_same_folder_trains_afresh(rl_params, tmp_path):
+    """A retrained warm start (another tokenizer and shape) at the same path: never a resume of the old run."""
+    from lead.proxy import generate_problems, warmstart_traces
+    from lead.tiny_model import build_model, train_tokenizer
+    from tests.conftest import SUFFIX
+
+    first = train.run(rl_params)
+    old = _weights(train.model_dir(rl_params))
+    start = rl_params.paths.models / "warmstart"
+    start.unlink()  # the fixture's symlink; the new warm start lands in the same folder
+    problems = generate_problems(200, split="train", seed=1)
+    corpus = [p.question + SUFFIX + "\n" + t for p, t in warmstart_traces(problems, per_problem=1, seed=1)]
+    tokenizer = train_tokenizer(corpus, vocab_size=350)
+    build_model(
+        TinySpec(hidden_size=64, num_layers=1, num_heads=2, num_kv_heads=2), tokenizer
+    ).save_pretrained(start)
+    tokenizer.save_pretrained(start)
+    second = train.run(rl_params)
+    assert second["resumed_from"] is None and second["steps"] == rl_params.train.max_steps
+    assert second["mlflow_run_id"] != first["mlflow_run_id"] and second["identity"] != first["identity"]
+    new = _weights(train.model_dir(rl_params))
+    assert new["model.embed_tokens.weight"].shape != old["model.embed_tokens.weight"].shape
+    mlflow.set_tracking_uri(rl_params.tracking.uri)
+    assert mlflow.get_run(first["mlflow_run_id"]).info.status == "FINISHED"  # the old run is left as it was
+
+
+def test_other_training_rows_train_afresh(rl_params):
+    from lead.stages import curate
+
+    first = train.run(rl_params)
+    rl_params.curate.seed = 1  # another pool at the same path
+    curate.run(rl_params)
+    second = train.run(rl_params)
+    assert second["resumed_from"] is None and second["mlflow_run_id"] != first["mlflow_run_id"]
+
+
+def test_rerunning_a_finished_training_changes_nothing(rl_params):
+    import shutil
+
+    first = train.run(rl_params)
+    model = train.model_dir(rl_params)
+    before = {p.name: p.read_bytes() for p in model.iterdir()}
+    assert train.run(rl_params) == first  # reused as a whole: no extra step, same run
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == before
+    shutil.rmtree(model)  # what `dvc repro -f train` does before running the stage
+    assert train.run(rl_params) == first
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == before
+    mlflow.set_tracking_uri(rl_params.tracking.uri)
+    runs = mlflow.search_runs(
+        experiment_names=["lead"], filter_string="tags.stage = 'train'", output_format="list"
+    )
+    assert [r.info.run_id for r in runs] == [first["mlflow_run_id"]]
+    assert mlflow.get_run(first["mlflow_run_id"]).data.params["resolved.loss_type"] == "grpo"
 
 
 @pytest.mark.slow

@@ -60,6 +60,17 @@ BAD = [
     ("section is a scalar", "train: 3", ["train", "3", "valid dictionary"]),
     ("top level is a list", "- a\n- b", ["top level must be a mapping"]),
     ("not yaml", "train: {max_steps: [1,", ["not valid YAML"]),
+    # YAML's true is not a count: pydantic alone reads it as 1 (one training step).
+    ("boolean for a count", "train: {max_steps: true}", ["train.max_steps", "boolean"]),
+    ("boolean in a list of seeds", "ablation: {seeds: [0, true]}", ["ablation.seeds", "boolean"]),
+    ("negative seed", "train: {seed: -1}", ["train.seed", "-1", "greater than or equal to 0"]),
+    ("seed past 32 bits", "curate: {seed: 4294967296}", ["curate.seed", "less than or equal to 4294967295"]),
+    ("tracking uri without a scheme", "tracking: {uri: not a uri}", ["tracking.uri", "scheme"]),
+    (
+        "stage-2 model without stage 2",
+        "evaluate: {model: train_stage2}",
+        ["evaluate.model = 'train_stage2'", "train.stage2.enabled"],
+    ),
 ]
 
 
@@ -100,6 +111,21 @@ def test_overrides_parse_values_as_yaml_and_are_validated(tmp_path):
         load_params(path, ["train.max_steps=x"])
     with pytest.raises(ParamsError, match="expected KEY=VALUE"):
         apply_overrides({}, ["train.max_steps"])
+    # A broken YAML value is a one-line params error, not a YAML traceback.
+    with pytest.raises(
+        ParamsError, match=r"override 'train.max_steps=\[1': the value '\[1' is not valid YAML"
+    ):
+        load_params(path, ["train.max_steps=[1"])
+
+
+def test_booleans_stay_valid_where_a_boolean_is_meant(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(
+        "train: {bf16: true, vllm_importance_sampling_correction: true}\ntracking: {uri: 'http://h:5000'}"
+    )
+    params = load_params(path)
+    assert params.train.bf16 is True and params.train.vllm_importance_sampling_correction is True
+    assert params.tracking.uri == "http://h:5000"
 
 
 def test_register_section_keeps_its_yaml_name():

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lead.config import ParamsError, load_params
+from lead.config import ParamsError, Stage2Params, load_params
 from lead.difficulty import (
     STAGE2_MAX_PASS_RATE,
     band_counts,
@@ -17,6 +17,7 @@ from lead.difficulty import (
     in_band,
     pass_rate_histogram,
     select_band,
+    stage2_band,
     stage2_pool,
     wilson_interval,
 )
@@ -106,12 +107,13 @@ class Row:
 
 def test_stage2_rule_keeps_pass_rate_at_most_075_zero_included():
     rows = [Row(str(i), p) for i, p in enumerate([0.0, 0.25, 0.75, 0.875, 1.0, 0.5])]
-    assert STAGE2_MAX_PASS_RATE == 0.75
-    assert [r.id for r in stage2_pool(rows)] == ["0", "1", "2", "5"]
+    assert STAGE2_MAX_PASS_RATE == 0.75 == Stage2Params().max_pass_rate  # one source for the paper's 0.75
+    assert [r.id for r in stage2_pool(rows, STAGE2_MAX_PASS_RATE)] == ["0", "1", "2", "5"]
     assert [r.id for r in stage2_pool(rows, max_pass_rate=0.25)] == ["0", "1"]
     # Rows of calibrated.parquet as mappings work the same way.
     dicts = [{"id": r.id, "pass_rate": r.pass_rate} for r in rows]
-    assert [d["id"] for d in stage2_pool(dicts)] == ["0", "1", "2", "5"]
+    assert [d["id"] for d in stage2_pool(dicts, 0.75)] == ["0", "1", "2", "5"]
+    assert stage2_band(0.5) == (0.0, 0.5, "both")
 
 
 def test_select_band_and_mask_agree_and_keep_order():

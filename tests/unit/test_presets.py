@@ -43,6 +43,25 @@ def test_ablation_switches(switches, alpha, wrong, reweight):
         assert s.unfinished == s.degenerate == 0.0
 
 
+def test_dr_grpo_drops_the_std_scaling_of_the_advantage():
+    assert resolve(TrainParams(preset="paper")).lead.scale_by_std
+    assert not resolve(TrainParams(preset="paper", loss_type="dr_grpo")).lead.scale_by_std
+
+
+@pytest.mark.parametrize(("preset", "on"), [("faithful", False), ("paper", False), ("improved", True)])
+def test_vllm_importance_sampling_correction_is_the_presets_and_reaches_trl(preset, on, tmp_path):
+    from lead.config import Params
+    from lead.stages.train import grpo_config
+
+    r = resolve(TrainParams(preset=preset))
+    assert (
+        r.vllm_importance_sampling_correction is on
+        and r.record()["vllm_importance_sampling_correction"] is on
+    )
+    params = Params(train=TrainParams(preset=preset, vllm_importance_sampling_correction=not on))
+    assert grpo_config(params, tmp_path).vllm_importance_sampling_correction is (not on)  # explicit wins
+
+
 def test_explicit_params_override_the_preset():
     r = resolve(TrainParams(preset="faithful", learning_rate=3e-5, length_gate_tokens=0, loss_type="dapo"))
     assert (r.learning_rate, r.lead.length_gate, r.loss_type) == (3e-5, None, "dapo")
@@ -61,6 +80,7 @@ def test_scale_recipes_are_valid_and_follow_the_paper(name):
     assert t.stage2.enabled and t.stage2.max_pass_rate == 0.75 and t.stage2_train().length_reward is False
     assert t.stage2_train().repetition_penalty == -1.5 and t.repetition_penalty is None
     assert t.use_vllm and t.bf16 and t.checkpoint == "best" and t.alpha == 0.05
+    assert params.evaluate.model == "train_stage2"  # evaluated and registered after the curriculum's stage 2
 
 
 @pytest.mark.parametrize("name", ["grpo-lead-14b.yaml", "grpo-lead-7b.yaml"])

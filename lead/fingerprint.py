@@ -1,0 +1,174 @@
+"""Identity by content: the one place that decides whether two results are *the same*.
+
+Every "may I reuse / resume this?" decision in the project compares fingerprints made here, never paths: the
+calibration cache (model + settings), train resume and reuse (params + start model + training rows), the
+ablation's cells, the name a generation server serves a model under, and the registry's lineage tags. A path
+is a place: the same folder can hold yesterday's model, and the same model can sit in two folders.
+
+A fingerprint is ``sha256:<hex>`` over a canonical encoding of the thing:
+
+* :func:`model_fingerprint` — a local model folder: relative path, size and bytes of every file that decides
+  what the model computes (weights, config, tokenizer, chat template, remote code); a hub id: ``hub:<id>@<commit>``;
+* :func:`file_fingerprint` — the bytes of one file, or of every file of a folder (relative paths included);
+* :func:`rows_fingerprint` — records (a list of mappings, e.g. training rows), as canonical JSON;
+* :func:`value_fingerprint` — any JSON-able value (a resolved params section, a dict of fingerprints).
+
+**Generations.** A stage that writes several outputs publishes them as one generation: it first removes its
+manifest (:func:`unpublish`), writes the outputs, and writes the manifest last (:func:`publish`): the
+fingerprint of every output plus facts such as the model it describes. A reader calls :func:`verify` with the
+outputs it reads: a missing manifest (the stage never finished) or an output whose content differs from the
+manifest's (a newer, unfinished run wrote it) raises :class:`StaleOutputError` instead of mixing generations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+# Files whose bytes decide what a model generates: weights, configs, tokenizer, chat template, remote code.
+MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".jinja", ".txt", ".model", ".tiktoken", ".py")
+# Written beside a model by trainers, but metadata only: they hold paths and clocks, not what the model computes.
+MODEL_METADATA_FILES = frozenset({"training_args.bin", "trainer_state.json"})
+_BLOCK = 1 << 20
+
+
+def _digest_file(digest: Any, path: Path) -> None:
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(_BLOCK), b""):
+            digest.update(block)
+
+
+def _files(folder: Path, keep) -> list[Path]:
+    """Files under ``folder`` (hidden files and folders skipped), sorted by relative path."""
+    return sorted(
+        (
+            f
+            for f in folder.rglob("*")
+            if f.is_file()
+            and not any(part.startswith(".") for part in f.relative_to(folder).parts)
+            and keep(f)
+        ),
+        key=lambda f: f.relative_to(folder).as_posix(),
+    )
+
+
+def _folder_digest(folder: Path, files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f"{f.relative_to(folder).as_posix()}\0{f.stat().st_size}\0".encode())
+        _digest_file(digest, f)
+    return "sha256:" + digest.hexdigest()
+
+
+def model_fingerprint(model: str | os.PathLike[str]) -> str:
+    """``sha256:<hex>`` of a local model folder's generation-relevant files (:data:`MODEL_FILE_SUFFIXES`,
+    without :data:`MODEL_METADATA_FILES` and hidden files), or ``hub:<id>@<commit>`` for a hub id.
+
+    Two folders with the same weights, config and tokenizer have the same fingerprint wherever they are."""
+    path = Path(model)
+    if path.is_dir():
+        files = _files(path, lambda f: f.suffix in MODEL_FILE_SUFFIXES and f.name not in MODEL_METADATA_FILES)
+        if not files:
+            raise FileNotFoundError(
+                f"{path}: no model files ({', '.join(MODEL_FILE_SUFFIXES)}) to fingerprint"
+            )
+        return _folder_digest(path, files)
+    return f"hub:{model}@{_hub_commit(str(model))}"
+
+
+def _hub_commit(repo_id: str) -> str:
+    """The commit of a hub model: the locally cached snapshot's, else (online) the hub's current one."""
+    from huggingface_hub import HfApi, snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=True)).name
+    except Exception:
+        try:
+            return str(HfApi().model_info(repo_id).sha)
+        except Exception as exc:
+            raise FileNotFoundError(
+                f"model {repo_id!r}: neither a local folder nor a cached/reachable hub model ({exc})"
+            ) from None
+
+
+def file_fingerprint(path: str | os.PathLike[str]) -> str:
+    """``sha256:<hex>`` of a file's bytes; of a folder, over (relative path, size, bytes) of its files."""
+    path = Path(path)
+    if path.is_dir():
+        return _folder_digest(path, _files(path, lambda f: True))
+    digest = hashlib.sha256()
+    _digest_file(digest, path)
+    return "sha256:" + digest.hexdigest()
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+
+
+def value_fingerprint(value: Any) -> str:
+    """``sha256:<hex>`` of canonical JSON (sorted keys; paths and other objects as ``str``)."""
+    if hasattr(value, "model_dump"):  # a pydantic params section
+        value = value.model_dump(mode="json", by_alias=True)
+    return "sha256:" + hashlib.sha256(_canonical(value)).hexdigest()
+
+
+def rows_fingerprint(rows: Iterable[Mapping[str, Any]]) -> str:
+    """``sha256:<hex>`` of records in order (each as canonical JSON): the content of a table, not its file
+    encoding (a parquet file's bytes also hold the writer's version)."""
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(_canonical(dict(row)))
+        digest.update(b"\n")
+    return "sha256:" + digest.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------
+# Generations: a stage's outputs, published together
+# --------------------------------------------------------------------------------------------------
+class StaleOutputError(RuntimeError):
+    """An output is not of the generation its stage last published (an interrupted or foreign run)."""
+
+
+def unpublish(manifest: str | os.PathLike[str]) -> None:
+    """Withdraw a stage's last generation before it writes a new one: until :func:`publish`, readers refuse."""
+    Path(manifest).unlink(missing_ok=True)
+
+
+def publish(manifest: str | os.PathLike[str], stage: str, outputs: Iterable[Path], **facts: Any) -> dict:
+    """Write ``manifest`` (last, atomically): the fingerprint of each output and ``facts`` (e.g. the model the
+    outputs describe, the MLflow run that holds them). Paths are stored relative to the manifest's folder."""
+    from lead.io import write_json
+
+    manifest = Path(manifest)
+    entries = {_relative(p, manifest): file_fingerprint(p) for p in outputs}
+    data = {"stage": stage, "outputs": entries, **facts}
+    write_json(manifest, data)
+    return data
+
+
+def verify(manifest: str | os.PathLike[str], stage: str, outputs: Iterable[Path] = ()) -> dict[str, Any]:
+    """The manifest of ``stage``'s last generation, after checking that each of ``outputs`` (files the caller
+    is about to read) is the one it names. Raises :class:`StaleOutputError` otherwise."""
+    manifest = Path(manifest)
+    hint = f"run the {stage} stage again (`dvc repro {stage}` or `lead {stage}`)"
+    if not manifest.exists():
+        raise StaleOutputError(f"{manifest}: {stage} has not published its outputs (unfinished run?): {hint}")
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    for path in outputs:
+        key = _relative(path, manifest)
+        if key not in data.get("outputs", {}):
+            raise StaleOutputError(f"{path}: not among the outputs {stage} published in {manifest}: {hint}")
+        if not Path(path).exists() or file_fingerprint(path) != data["outputs"][key]:
+            raise StaleOutputError(
+                f"{path}: not the content {stage} published in {manifest} (changed by an unfinished or "
+                f"other run): {hint}"
+            )
+    return data
+
+
+def _relative(path: Path, manifest: Path) -> str:
+    return Path(os.path.relpath(Path(path).absolute(), manifest.absolute().parent)).as_posix()

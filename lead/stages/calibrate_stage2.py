@@ -1,0 +1,108 @@
+"""Stage ``calibrate_stage2``: the curriculum's re-calibration — pass rates of the pool under the stage-1 model.
+
+The paper's later stage (GRPO-LEAD.md §6) trains on the problems that the stage-1 model still finds hard:
+stage-1 pass rate p ≤ ``train.stage2.max_pass_rate`` (0.75), zero included (:func:`lead.difficulty.stage2_band`).
+This stage measures p exactly as ``calibrate`` does (same ``calibrate.*`` sampling settings, same grader, an
+incremental cache of its own), but samples ``<paths.models>/train``, the stage-1 result, and keeps that band.
+It is a DVC stage of its own so that ``dvc dag`` shows the loop back through calibration and DVC reruns it
+exactly when the stage-1 model, the pool or these settings change.
+
+Outputs (the same layout as ``calibrate``'s): ``<paths.curated>/calibrated_stage2.parquet`` (the whole pool,
+pass rates under the stage-1 model, ``keep`` = the stage-2 band), ``calibration_cache_stage2.jsonl`` beside
+it, ``<paths.reports>/calibrate_stage2/{summary.json, histogram.csv, pass_rate_histogram.png}`` and the
+manifest ``<paths.curated>/calibrate_stage2.manifest.json``.
+
+With ``train.stage2.enabled: false`` (the default) nothing is sampled: the outputs say the stage is off
+(an empty pool, a summary ``{"enabled": false}``), so that the DAG has the same shape either way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lead import difficulty
+from lead.config import Params
+from lead.fingerprint import publish, unpublish, verify
+from lead.io import atomic_path, write_json, write_text
+from lead.stages import calibrate
+from lead.stages._common import manifest_path, stage_main
+
+STAGE = "calibrate_stage2"
+OUTPUT_NAME = "calibrated_stage2.parquet"
+CACHE_NAME = "calibration_cache_stage2.jsonl"
+
+
+def target(params: Params) -> calibrate.Target:
+    """Calibrate the stage-1 model (``<paths.models>/train``) and keep the stage-2 band."""
+    low, high, inclusive = difficulty.stage2_band(params.train.stage2.max_pass_rate)
+    return calibrate.Target(
+        stage=STAGE,
+        model=stage1_model(params),
+        cache=params.paths.curated / CACHE_NAME,
+        output=params.paths.curated / OUTPUT_NAME,
+        reports=params.paths.reports / STAGE,
+        low=low,
+        high=high,
+        inclusive=inclusive,
+    )
+
+
+def stage1_model(params: Params) -> Path:
+    """``<paths.models>/train``, checked against the train stage's manifest (the model it published)."""
+    from lead.fingerprint import StaleOutputError, model_fingerprint
+
+    model = params.paths.models / "train"
+    published = verify(manifest_path(params, "train"), "train")
+    if not model.is_dir() or model_fingerprint(model) != published["model"]:
+        raise StaleOutputError(f"{model}: not the model the train stage published; run the train stage again")
+    return model
+
+
+def _disabled(params: Params) -> dict[str, Any]:
+    """The outputs of a stage that is off: an empty pool, an empty cache, a summary and a plot saying so."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from matplotlib.figure import Figure
+
+    t = params.paths.curated
+    with atomic_path(t / OUTPUT_NAME) as tmp:
+        pq.write_table(pa.table({"id": pa.array([], pa.string()), "keep": pa.array([], pa.bool_())}), tmp)
+    (t / CACHE_NAME).touch()
+    reports = params.paths.reports / STAGE
+    summary = {"enabled": False, "problems": 0, "kept": 0}
+    write_json(reports / "summary.json", summary)
+    write_text(reports / "histogram.csv", "pass_rate,problems,kept\n")
+    fig = Figure(figsize=(6.4, 1.2))
+    fig.text(0.5, 0.5, "curriculum stage 2 is off (train.stage2.enabled: false)", ha="center", va="center")
+    with atomic_path(reports / "pass_rate_histogram.png") as tmp:
+        fig.savefig(tmp, dpi=80, format="png")
+    return summary
+
+
+def run(params: Params) -> dict[str, Any]:
+    """Re-calibrate the pool with the stage-1 model and mark the stage-2 band (``keep``); off unless
+    ``train.stage2.enabled``."""
+    from lead.tracking import stage_run
+
+    manifest = manifest_path(params, STAGE)
+    if not params.train.stage2.enabled:
+        unpublish(manifest)
+        summary = _disabled(params)
+        reports = params.paths.reports / STAGE
+        outputs = [params.paths.curated / OUTPUT_NAME, *(reports / n for n in calibrate.REPORT_FILES)]
+        publish(manifest, STAGE, outputs, model=None)
+        return summary
+    job = target(params)
+    with stage_run(params, STAGE, log_sections=("calibrate",)):
+        summary = calibrate.calibrate_pool(params, job, extra={"enabled": True})
+        calibrate.log_to_mlflow(summary, job.reports)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    stage_main(STAGE, run, argv)
+
+
+if __name__ == "__main__":
+    main()

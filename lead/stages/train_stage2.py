@@ -1,0 +1,105 @@
+"""Stage ``train_stage2``: the curriculum's later stage — continue from the stage-1 model on what it finds hard.
+
+The paper (GRPO-LEAD.md §6) trains 240 more steps after stage 1 on problems with stage-1 pass rate ≤ 0.75,
+with the length reward off and loops penalised at −1.5. Here: start from ``<paths.models>/train`` (checked
+against the train stage's manifest), train on the rows of ``<paths.curated>/calibrated_stage2.parquet`` marked
+``keep`` (the ``calibrate_stage2`` stage), minus stage 1's dev split (the same rows, validated on again), with
+:meth:`lead.config.TrainParams.stage2_train` (``train.*`` with ``train.stage2.overrides`` and
+``train.stage2.max_steps``), in an MLflow run ``train_stage2`` (tag ``stage=train_stage2``).
+
+Outputs: ``<paths.models>/train_stage2`` (evaluate it with ``evaluate.model: train_stage2``), checkpoints in
+``<paths.models>/train_stage2_checkpoints`` (resumed and reused by identity, as in :mod:`lead.stages.train`),
+``<paths.reports>/train_stage2.json`` and the manifest ``<paths.models>/train_stage2.manifest.json``.
+
+With ``train.stage2.enabled: false`` (the default) nothing is trained: the model folder holds only
+``disabled.json`` and the report says ``{"enabled": false}``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lead.config import Params
+from lead.fingerprint import publish, unpublish, verify
+from lead.io import atomic_path, write_json
+from lead.stages import calibrate_stage2, train
+from lead.stages._common import manifest_path, stage_main
+
+STAGE = "train_stage2"
+DISABLED = "disabled.json"  # the whole content of the model folder when stage 2 is off
+
+
+def model_dir(params: Params) -> Path:
+    return params.paths.models / STAGE
+
+
+def checkpoint_dir(params: Params) -> Path:
+    return params.paths.models / f"{STAGE}_checkpoints"
+
+
+def report_path(params: Params) -> Path:
+    return params.paths.reports / f"{STAGE}.json"
+
+
+def stage2_rows(params: Params, exclude: set[str]) -> list[dict[str, Any]]:
+    """The stage-2 pool: rows ``calibrate_stage2`` kept, minus ``exclude`` (the dev split), as TRL prompts."""
+    import pandas as pd
+
+    path = params.paths.curated / calibrate_stage2.OUTPUT_NAME
+    verify(manifest_path(params, calibrate_stage2.STAGE), calibrate_stage2.STAGE, [path])
+    pool = pd.read_parquet(path)
+    chosen = [r for r in pool.to_dict("records") if r["keep"] and r["id"] not in exclude]
+    if not chosen:
+        limit = params.train.stage2.max_pass_rate
+        raise ValueError(
+            f"train.stage2: no problem with a stage-1 pass rate <= {limit} left to train on "
+            f"({len(pool)} re-calibrated, {int(pool['keep'].sum())} in the band, {len(exclude)} in the dev "
+            "split); raise train.stage2.max_pass_rate or train stage 1 less"
+        )
+    return train.as_prompts(chosen, params.model.prompt_suffix)
+
+
+def run(params: Params) -> dict[str, Any]:
+    """Train curriculum stage 2 from the stage-1 model (off unless ``train.stage2.enabled``)."""
+    manifest = manifest_path(params, STAGE)
+    main = train._distributed_state().is_main_process
+    if main:
+        unpublish(manifest)
+    if not params.train.stage2.enabled:
+        summary = {"enabled": False}
+        if main:
+            with atomic_path(model_dir(params)) as tmp:
+                tmp.mkdir()
+                write_json(tmp / DISABLED, summary)
+            checkpoint_dir(params).mkdir(parents=True, exist_ok=True)  # DVC's declared (persist) output
+            write_json(report_path(params), summary)
+            publish(manifest, STAGE, [report_path(params)], model=None, mlflow_run_id=None)
+        return summary
+    start = calibrate_stage2.stage1_model(params)
+    _, dev = train.split_dev(train.training_rows(params), params.train.dev_problems, params.train.seed)
+    rows = stage2_rows(params, {r["id"] for r in dev})
+    params2 = params.model_copy(update={"train": params.train.stage2_train()})
+    summary = train.train_phase(
+        params2, rows, dev, str(start), model_dir(params), checkpoint_dir(params), STAGE
+    )
+    summary = {"enabled": True, **summary}
+    if main:
+        write_json(report_path(params), summary)
+        publish(
+            manifest,
+            STAGE,
+            [report_path(params)],
+            model=summary["model"],
+            mlflow_run_id=summary["mlflow_run_id"],
+            identity=summary["identity"],
+        )
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    stage_main(STAGE, run, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""The DAG tells the truth: what each stage of ``dvc.yaml`` declares covers what it actually reads and writes.
+
+The workspace's first ``dvc repro`` (``tests/flows/conftest.py``: seconds-sized settings, the curriculum's
+stage 2 on so that its stages do real work) runs with ``tests/flows/recorder`` on ``PYTHONPATH``: every stage
+process records the params keys it reads, the ``lead/`` modules it imports and the workspace files it reads
+and writes (``recorder/sitecustomize.py``). Then, per stage:
+
+* every params key read is declared under ``params:`` (itself or a section above it);
+* every ``lead/`` module imported is a declared dependency (the file or a folder above it);
+* every file read is a declared dependency or one of the stage's own outputs (its cache, checkpoints, ...);
+* every file written is one of its declared outputs (or an atomic write's temporary sibling of one).
+
+What is deliberately not declared is listed in :data:`EXEMPT`, each with its reason. DVC only reruns what a
+declaration names, so an undeclared read is a result that can silently go stale.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from lead.stages import STAGES
+
+pytestmark = pytest.mark.slow
+
+EXEMPT = {
+    # params: where runs are logged, not what a stage computes (register, whose output is a registry entry,
+    # declares it anyway)
+    "params": ("tracking",),
+    # modules that only present or log: editing them changes no output
+    "modules": ("lead/progress.py", "lead/tracking.py", "lead/training/callbacks.py"),
+    # files: the params file (checked key by key above), DVC's and git's own state (register reads git and
+    # dvc.lock for its lineage tags: a dependency on dvc.lock would make register stale after every run),
+    # MLflow's local store, caches of Python and of the packaging
+    "files": (
+        "params.yaml",
+        "dvc.lock",
+        "dvc.yaml",
+        ".dvcignore",
+        ".git/",
+        ".dvc/",
+        "mlflow.db",
+        "mlruns/",
+        "__pycache__/",
+        ".egg-info/",
+    ),
+}
+
+_TEMP = re.compile(
+    r"(^|/)\.([^/]+)\.\d+\.[^/]+/\2(?=/|$)"
+)  # lead.io.atomic_path: .<name>.<pid>.<random>/<name>
+
+
+def declarations(workspace: Path) -> dict[str, dict[str, list[str]]]:
+    """Each stage's declared params keys, dependencies and outputs, resolved by DVC itself."""
+    from dvc.dependency.param import ParamsDependency
+    from dvc.repo import Repo
+
+    out = {}
+    with Repo(str(workspace)) as repo:
+        for stage in repo.index.stages:
+            params = [k for d in stage.deps if isinstance(d, ParamsDependency) for k in d.params]
+            deps = [d.def_path for d in stage.deps if not isinstance(d, ParamsDependency)]
+            out[stage.name] = {"params": params, "deps": deps, "outs": [o.def_path for o in stage.outs]}
+    return out
+
+
+def _under(path: str, declared: list[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in declared)
+
+
+def _exempt_file(path: str) -> bool:
+    return any(path == e or path.startswith(e) or f"/{e}" in f"/{path}" for e in EXEMPT["files"])
+
+
+def violations(record: dict, declared: dict[str, list[str]]) -> list[str]:
+    """What ``record`` (one stage's recorded reads and writes) uses that ``declared`` does not declare."""
+    problems = []
+    for key in record["params"]:
+        if key.split(".")[0] in EXEMPT["params"]:
+            continue
+        if not any(key == d or key.startswith(d + ".") for d in declared["params"]):
+            problems.append(f"reads params key {key!r}, not declared under params:")
+    for module in sorted(set(record["modules"])):
+        code = module.startswith(("lead/", "flows/")) and module not in EXEMPT["modules"]
+        if code and not _under(module, declared["deps"]):
+            problems.append(f"imports {module}, not declared under deps:")
+    for path in record["read"]:
+        path = _TEMP.sub(r"\1\2", path)
+        if path.startswith(("lead/", "flows/")) or _exempt_file(path):
+            continue  # code is checked through the modules imported
+        if not _under(path, declared["deps"] + declared["outs"]):
+            problems.append(f"reads {path}, neither a declared dependency nor its own output")
+    for path in record["written"]:
+        path = _TEMP.sub(r"\1\2", path)
+        if _exempt_file(path):
+            continue
+        if not _under(path, declared["outs"]):
+            problems.append(f"writes {path}, not a declared output")
+    return problems
+
+
+def test_every_stage_declares_what_it_reads_and_writes(workspace, recorded):
+    _, records = recorded
+    declared = declarations(workspace)
+    assert sorted(records) == sorted(STAGES) == sorted(declared)
+    problems = {
+        stage: violations(records[stage], declared[stage])
+        for stage in STAGES
+        if not records[stage]["overflow"]
+    }
+    assert not any(records[s]["overflow"] for s in STAGES), "inotify's queue overflowed: events were lost"
+    assert not any(problems.values()), json.dumps({s: p for s, p in problems.items() if p}, indent=1)
+    # The recorder saw real work (not an empty record that passes by saying nothing).
+    assert "train.max_steps" in records["train"]["params"]
+    assert "lead/advantages.py" in records["train"]["modules"]
+    assert "data/curated/calibrated_stage2.parquet" in records["train_stage2"]["read"]
+    written = {_TEMP.sub(r"\1\2", p) for p in records["train_stage2"]["written"]}
+    assert "models/train_stage2/model.safetensors" in written
+
+
+@pytest.mark.parametrize(
+    ("stage", "kind", "removed", "expected"),
+    [
+        ("calibrate", "deps", "data/curated/train.parquet", "reads data/curated/train.parquet"),
+        ("train", "deps", "lead/advantages.py", "imports lead/advantages.py"),
+        ("curate", "params", "model.prompt_suffix", "reads params key 'model.prompt_suffix'"),
+        ("evaluate", "outs", "reports/evaluate/samples.parquet", "writes reports/evaluate/samples.parquet"),
+    ],
+)
+def test_the_contract_fails_when_a_declaration_is_removed(
+    workspace, recorded, stage, kind, removed, expected
+):
+    _, records = recorded
+    declared = declarations(workspace)[stage]
+    assert removed in declared[kind]
+    declared[kind] = [d for d in declared[kind] if d != removed]
+    assert any(p.startswith(expected) for p in violations(records[stage], declared))

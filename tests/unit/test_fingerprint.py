@@ -1,0 +1,88 @@
+"""Identity by content: fingerprints follow bytes, not paths; a stage's outputs are read as one generation."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from lead.fingerprint import (
+    StaleOutputError,
+    file_fingerprint,
+    model_fingerprint,
+    publish,
+    rows_fingerprint,
+    unpublish,
+    value_fingerprint,
+    verify,
+)
+from lead.io import atomic_path, remove_abandoned
+
+
+def _model(folder, weights: bytes = b"w1"):
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(weights)
+    (folder / "config.json").write_text('{"hidden": 8}')
+    (folder / "tokenizer.json").write_text("{}")
+    return folder
+
+
+def test_model_fingerprint_follows_content_not_place(tmp_path):
+    a = _model(tmp_path / "a")
+    b = tmp_path / "elsewhere" / "b"
+    shutil.copytree(a, b)
+    assert model_fingerprint(a) == model_fingerprint(b)
+    (b / "training_args.bin").write_bytes(os.urandom(8))  # trainer metadata: paths and clocks
+    (b / ".cache").mkdir()
+    assert model_fingerprint(a) == model_fingerprint(b)
+    (b / "model.safetensors").write_bytes(b"w2")  # same path, other weights: another model
+    assert model_fingerprint(a) != model_fingerprint(b)
+    (b / "model.safetensors").write_bytes(b"w1")
+    (b / "tokenizer.json").write_text('{"added": 1}')  # a retrained tokenizer is another model too
+    assert model_fingerprint(a) != model_fingerprint(b)
+    with pytest.raises(FileNotFoundError, match="no model files"):
+        model_fingerprint((tmp_path / "empty").mkdir() or tmp_path / "empty")
+
+
+def test_rows_and_values_fingerprint_their_content_in_order():
+    rows = [{"id": "a", "answer": "1"}, {"answer": "2", "id": "b"}]
+    assert rows_fingerprint(rows) == rows_fingerprint([dict(reversed(list(r.items()))) for r in rows])
+    assert rows_fingerprint(rows) != rows_fingerprint(rows[::-1]) != rows_fingerprint(rows[:1])
+    assert value_fingerprint({"a": 1, "b": [1, 2]}) == value_fingerprint({"b": [1, 2], "a": 1})
+    assert value_fingerprint({"a": 1}) != value_fingerprint({"a": 2})
+
+
+def test_a_reader_refuses_outputs_of_an_unfinished_or_other_generation(tmp_path):
+    manifest, out, other = tmp_path / "stage.manifest.json", tmp_path / "out.txt", tmp_path / "b" / "o.txt"
+    other.parent.mkdir()
+    out.write_text("generation 1")
+    other.write_text("also 1")
+    publish(manifest, "stage", [out, other], model="sha256:m1")
+    data = verify(manifest, "stage", [out, other])
+    assert data["model"] == "sha256:m1" and set(data["outputs"]) == {"out.txt", "b/o.txt"}
+    assert data["outputs"]["out.txt"] == file_fingerprint(out)
+
+    unpublish(manifest)  # the next run starts: until it publishes, nothing of the stage can be read
+    with pytest.raises(StaleOutputError, match="has not published"):
+        verify(manifest, "stage", [out])
+    publish(manifest, "stage", [out, other])
+    out.write_text("generation 2")  # a newer run got this far before it was killed
+    with pytest.raises(StaleOutputError, match="not the content stage published"):
+        verify(manifest, "stage", [out])
+    verify(manifest, "stage", [other])  # what is unchanged still reads
+    with pytest.raises(StaleOutputError, match="not among the outputs"):
+        verify(manifest, "stage", [tmp_path / "stage.manifest.json"])
+    assert json.loads(manifest.read_text())["stage"] == "stage"
+
+
+def test_atomic_writes_clean_up_after_a_killed_writer(tmp_path):
+    target = tmp_path / "train.parquet"
+    dead = tmp_path / ".train.parquet.999999999.abc"  # no such process
+    alive = tmp_path / f".train.parquet.{os.getpid()}.xyz"  # a writer still at work
+    for d in (dead, alive):
+        d.mkdir()
+    with atomic_path(target) as tmp:
+        tmp.write_text("x")
+    assert target.read_text() == "x" and not dead.exists() and alive.exists()
+    remove_abandoned(target)
+    assert alive.exists()
