@@ -11,11 +11,13 @@ Outputs: ``<paths.models>/train`` (final model, Hugging Face layout, for evaluat
 fingerprint, the MLflow run and the run's identity, so that register can tell which run made the model it holds.
 
 **Same run** means the same :func:`run_identity`: the train settings, the start model's *content*, the training
-and dev rows. Checkpoints go to ``<paths.models>/train_checkpoints`` every ``train.save_steps`` steps, with
+and dev rows, the training code.
+Checkpoints go to ``<paths.models>/train_checkpoints`` every ``train.save_steps`` steps, with
 ``lead_run.json`` (identity, MLflow run id, state). Started again with the same identity, a killed run (even by
 SIGKILL) resumes from its last complete checkpoint into the same MLflow run, losing at most one checkpoint
 interval; a finished one is reused as a whole (nothing trained, the same model and summary). Any other identity —
-a new warm start, other rows, other settings — deletes the checkpoints and trains afresh in a new MLflow run.
+a new warm start, other rows, other settings, edited reward code — deletes the checkpoints and trains afresh in
+a new MLflow run.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 
 from lead.config import Params
 from lead.fingerprint import (
+    file_fingerprint,
     model_fingerprint,
     publish,
     rows_fingerprint,
@@ -209,11 +212,30 @@ def lora_config(lora):
     )
 
 
+# The code that decides what training computes: the rewards, advantages and grader, the TRL seam, this stage.
+TRAINING_CODE = ("lead.rewards", "lead.advantages", "lead.grading", "lead.training", "lead.stages.train")
+
+
+def code_fingerprint(modules: tuple[str, ...] = TRAINING_CODE) -> str:
+    """The content of ``modules``' source files (a package: every ``.py`` file below its folder)."""
+    import importlib
+
+    files = {}
+    for name in modules:
+        path = Path(importlib.import_module(name).__file__)
+        package = path.name == "__init__.py"
+        for source in sorted(path.parent.rglob("*.py")) if package else [path]:
+            key = f"{name}/{source.relative_to(path.parent).as_posix()}" if package else name
+            files[key] = file_fingerprint(source)
+    return value_fingerprint(files)
+
+
 def run_identity(params: Params, start: str, rows: list[dict[str, Any]], dev: list[dict[str, Any]]) -> str:
     """What a training result depends on, by content: the resolved train settings (without ``train.stage2``,
     which is the next DVC stage's), the start model's :func:`~lead.fingerprint.model_fingerprint`, the training
-    and dev rows, and the prompt bound that sizes vLLM's context. Checkpoints are resumed, and a finished run
-    reused, only when this matches; where the start model or rows live plays no part."""
+    and dev rows, the prompt bound that sizes vLLM's context, and the training code (:data:`TRAINING_CODE`: a
+    fixed reward is another result). Checkpoints are resumed, and a finished run reused, only when this
+    matches; where the start model or rows live plays no part."""
     return value_fingerprint(
         {
             "train": params.train.model_dump(mode="json", exclude={"stage2"}),
@@ -221,6 +243,7 @@ def run_identity(params: Params, start: str, rows: list[dict[str, Any]], dev: li
             "rows": rows_fingerprint(rows),
             "dev": rows_fingerprint(dev),
             "max_prompt_tokens": params.curate.max_prompt_tokens,
+            "code": code_fingerprint(),
         }
     )
 

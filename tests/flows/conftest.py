@@ -33,7 +33,7 @@ REDUCED = {
         "model": "train_stage2",
         "backend": "transformers",
         "benchmarks": ["proxy", "aime24"],
-        "max_problems": 6,
+        "max_problems": 4,
         "samples": 2,
         "max_new_tokens": 96,
         "budgets": [48, 96],
@@ -43,9 +43,11 @@ REDUCED = {
 RECORDER = Path(__file__).with_name("recorder")
 
 
-def dvc(workspace: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def dvc(
+    workspace: Path, *args: str, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
     """Run the venv's dvc in ``workspace`` (``env`` added to the environment); fail the test with its output
-    when it fails."""
+    when it fails (unless ``check`` is false)."""
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -58,7 +60,7 @@ def dvc(workspace: Path, *args: str, env: dict[str, str] | None = None) -> subpr
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 0, f"dvc {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0 or not check, f"dvc {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
     return done
 
 

@@ -67,16 +67,18 @@ def test_a_new_warm_start_or_pool_trains_afresh_and_a_finished_training_is_never
     """The stale-resume failure: checkpoints and MLflow runs of another start model or pool are never continued."""
     before, weights = _trained(workspace)
     steps = yaml.safe_load((workspace / "params.yaml").read_text())["train"]["max_steps"]
-    for key in ("warmstart.seed", "curate.seed"):  # a retrained tokenizer and model; then another pool
+    for key, reran in (
+        ("warmstart.seed", ["warmstart", "calibrate", "train"]),  # a retrained tokenizer and model
+        ("curate.seed", ["curate", "warmstart", "calibrate", "train"]),  # another pool (and its traces)
+    ):
         _set(workspace, key, 1)
-        out = dvc(workspace, "repro").stdout
-        assert "train" in ran(out) and "train_stage2" in ran(out), out
+        assert ran(dvc(workspace, "repro", "train").stdout) == reran
         after, new_weights = _trained(workspace)
         assert after["steps"] == steps and after["resumed_from"] is None, after  # every step, from scratch
         assert after["mlflow_run_id"] != before["mlflow_run_id"] and after["identity"] != before["identity"]
         assert new_weights != weights
         before, weights = after, new_weights
-    assert ran(dvc(workspace, "repro").stdout) == []  # unchanged: a no-op
+    assert ran(dvc(workspace, "repro", "train").stdout) == []  # unchanged: a no-op
 
     runs = _train_runs(workspace)
     forced = dvc(
@@ -85,4 +87,20 @@ def test_a_new_warm_start_or_pool_trains_afresh_and_a_finished_training_is_never
     assert ran(forced) == ["train"] and "reusing the finished run" in forced
     assert _trained(workspace) == (before, weights)  # the same summary and bytes, no extra step
     assert _train_runs(workspace) == runs  # no new MLflow run, the old one untouched
-    assert "up to date" in dvc(workspace, "status").stdout  # nothing downstream went stale
+    assert "up to date" in dvc(workspace, "status", "train").stdout  # DVC sees the same output as before
+
+
+def test_a_bad_param_under_dvc_repro_costs_nothing_that_dvc_checkout_cannot_restore(workspace):
+    model = (workspace / "models/train/model.safetensors").read_bytes()
+    report = (workspace / "reports/train.json").read_bytes()
+    original = (workspace / "params.yaml").read_text()
+    _set(workspace, "train.max_steps", True)  # pydantic alone would read true as 1 step
+    failed = dvc(workspace, "repro", "train", check=False)
+    said = failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "train.max_steps" in said and "dvc checkout" in said, said
+    assert not (workspace / "models/train").exists()  # DVC removed the stage's outputs before running it
+    (workspace / "params.yaml").write_text(original)
+    dvc(workspace, "checkout")
+    assert (workspace / "models/train/model.safetensors").read_bytes() == model
+    assert (workspace / "reports/train.json").read_bytes() == report
+    assert "up to date" in dvc(workspace, "status", "train").stdout

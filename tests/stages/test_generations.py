@@ -183,7 +183,7 @@ def test_a_killed_register_leaves_no_version_that_misstates_its_run(forks, evalu
 
     rng = random.Random(1)
     finished = sum(
-        _run(forks, "register", evaluated, kill_after=rng.uniform(0.3, 1.15) * seconds)[1] for _ in range(5)
+        _run(forks, "register", evaluated, kill_after=rng.uniform(0.3, 1.15) * seconds)[1] for _ in range(3)
     )
     # And once at the worst moment: the version exists, its description and aliases do not yet.
     known = {v.version for v in versions()}
@@ -198,7 +198,7 @@ def test_a_killed_register_leaves_no_version_that_misstates_its_run(forks, evalu
     child.join()
     states = sorted(v.tags.get("lead.state", "-") for v in versions())
     with capsys.disabled():
-        print(f"\nregister killed 6x ({finished} finished first): versions by state {states}")
+        print(f"\nregister killed 4x ({finished} finished first): versions by state {states}")
     assert "registering" in states  # the kill did leave a half-made version
     _run(forks, "register", evaluated)  # the next run removes it
     assert {v.tags.get("lead.state") for v in versions()} == {"registered"}

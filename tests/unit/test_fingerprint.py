@@ -86,3 +86,26 @@ def test_atomic_writes_clean_up_after_a_killed_writer(tmp_path):
     assert target.read_text() == "x" and not dead.exists() and alive.exists()
     remove_abandoned(target)
     assert alive.exists()
+
+
+def test_training_code_is_part_of_a_runs_identity(tmp_path, monkeypatch):
+    """A fixed reward is another result: the identity follows the training code's source, not its bytecode."""
+    import importlib
+    import sys
+
+    from lead.stages.train import TRAINING_CODE, code_fingerprint
+
+    assert "lead.rewards" in TRAINING_CODE and "lead.training" in TRAINING_CODE
+    package = tmp_path / "seam"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "rewards.py").write_text("ALPHA = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    before = code_fingerprint(("seam",))
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "rewards.cpython-311.pyc").write_bytes(os.urandom(16))
+    assert code_fingerprint(("seam",)) == before
+    (package / "rewards.py").write_text("ALPHA = 2\n")
+    assert code_fingerprint(("seam",)) != before
+    sys.modules.pop("seam", None)
