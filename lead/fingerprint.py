@@ -150,24 +150,50 @@ def publish(manifest: str | os.PathLike[str], stage: str, outputs: Iterable[Path
     return data
 
 
+def _hint(stage: str) -> str:
+    return f"run the {stage} stage again (`dvc repro {stage}` or `lead {stage.replace('_', '-')}`)"
+
+
+def _published(manifest: Path, stage: str) -> dict[str, Any]:
+    if not manifest.exists():
+        raise StaleOutputError(
+            f"{manifest}: {stage} has not published its outputs (unfinished run?): {_hint(stage)}"
+        )
+    return json.loads(manifest.read_text(encoding="utf-8"))
+
+
+def _check(data: dict[str, Any], manifest: Path, stage: str, path: Path, fingerprint: str | None) -> None:
+    key = _relative(path, manifest)
+    if key not in data.get("outputs", {}):
+        raise StaleOutputError(
+            f"{path}: not among the outputs {stage} published in {manifest}: {_hint(stage)}"
+        )
+    if fingerprint != data["outputs"][key]:
+        raise StaleOutputError(
+            f"{path}: not the content {stage} published in {manifest} (changed by an unfinished or other run): "
+            f"{_hint(stage)}"
+        )
+
+
 def verify(manifest: str | os.PathLike[str], stage: str, outputs: Iterable[Path] = ()) -> dict[str, Any]:
     """The manifest of ``stage``'s last generation, after checking that each of ``outputs`` (files the caller
     is about to read) is the one it names. Raises :class:`StaleOutputError` otherwise."""
     manifest = Path(manifest)
-    hint = f"run the {stage} stage again (`dvc repro {stage}` or `lead {stage}`)"
-    if not manifest.exists():
-        raise StaleOutputError(f"{manifest}: {stage} has not published its outputs (unfinished run?): {hint}")
-    data = json.loads(manifest.read_text(encoding="utf-8"))
+    data = _published(manifest, stage)
     for path in outputs:
-        key = _relative(path, manifest)
-        if key not in data.get("outputs", {}):
-            raise StaleOutputError(f"{path}: not among the outputs {stage} published in {manifest}: {hint}")
-        if not Path(path).exists() or file_fingerprint(path) != data["outputs"][key]:
-            raise StaleOutputError(
-                f"{path}: not the content {stage} published in {manifest} (changed by an unfinished or "
-                f"other run): {hint}"
-            )
+        _check(data, manifest, stage, Path(path), file_fingerprint(path) if Path(path).exists() else None)
     return data
+
+
+def read_verified(manifest: str | os.PathLike[str], stage: str, path: Path) -> tuple[bytes, dict[str, Any]]:
+    """The bytes of ``path`` and ``stage``'s manifest, the bytes checked against it: what is returned is what
+    was checked (a file replaced between a check and a second read cannot slip through)."""
+    manifest = Path(manifest)
+    data = _published(manifest, stage)
+    content = Path(path).read_bytes() if Path(path).exists() else None
+    digest = None if content is None else "sha256:" + hashlib.sha256(content).hexdigest()
+    _check(data, manifest, stage, Path(path), digest)
+    return content, data
 
 
 def _relative(path: Path, manifest: Path) -> str:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,11 +38,18 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _writer_tag() -> str:
+    """This host and process, as atomic writes name their temporary folders (``<host>-<pid>``)."""
+    return f"{socket.gethostname().replace('.', '_')}-{os.getpid()}"
+
+
 def remove_abandoned(target: Path) -> None:
-    """Remove the temporary siblings that writers of ``target`` killed mid-write left behind
-    (``.<name>.<pid>.*`` of processes that no longer run)."""
-    for tmp in target.parent.glob(f".{glob.escape(target.name)}.*.*"):
-        pid = tmp.name[len(target.name) + 2 :].split(".", 1)[0]
+    """Remove the temporary siblings that writers of ``target`` killed mid-write left behind: the
+    ``.<name>.<host>-<pid>.*`` folders of processes of *this* host that no longer run (a process id says
+    nothing about another machine's processes on a shared volume)."""
+    host = socket.gethostname().replace(".", "_")
+    for tmp in target.parent.glob(f".{glob.escape(target.name)}.{glob.escape(host)}-*.*"):
+        pid = tmp.name[len(target.name) + len(host) + 3 :].split(".", 1)[0]
         if tmp.is_dir() and pid.isdigit() and not _pid_alive(int(pid)):
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -50,12 +58,12 @@ def remove_abandoned(target: Path) -> None:
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``target``; on success move it into place (file or folder).
 
-    The temporary folder is named after this process (``.<name>.<pid>.*``) so that a later writer can tell
-    the leftovers of a killed one from the work of a live one, and removes them."""
+    The temporary folder is named after this host and process (``.<name>.<host>-<pid>.*``) so that a later
+    writer can tell the leftovers of a killed one from the work of a live one, and removes them."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(target)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", dir=target.parent)) / target.name
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{_writer_tag()}.", dir=target.parent)) / target.name
     try:
         yield tmp
         if target.is_dir() and not target.is_symlink():

@@ -25,6 +25,22 @@ def manifest_path(params: Params, stage: str) -> Path:
     return folder / f"{stage}.manifest.json"
 
 
+def published_model(params: Params, stage: str) -> tuple[Path, str]:
+    """``(<paths.models>/<stage>, its fingerprint)``, refused (:class:`lead.fingerprint.StaleOutputError`) unless
+    it is the very model ``stage`` published last (its manifest names it by content)."""
+    from lead.fingerprint import StaleOutputError, model_fingerprint, verify
+
+    model = params.paths.models / stage
+    published = verify(manifest_path(params, stage), stage)
+    fingerprint = model_fingerprint(model) if model.is_dir() else None
+    if not published.get("model") or fingerprint != published["model"]:
+        raise StaleOutputError(
+            f"{model}: not the model the {stage} stage published (changed or written by another run): "
+            f"run the {stage} stage again"
+        )
+    return model, fingerprint
+
+
 def stage_main(name: str, run: Callable[[Params], Any], argv: list[str] | None = None) -> None:
     """Parse ``--params`` and ``-S key=value`` overrides, validate, then ``run``; bad params exit 2."""
     parser = argparse.ArgumentParser(prog=f"python -m lead.stages.{name}", description=run.__doc__)

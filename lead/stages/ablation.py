@@ -20,7 +20,7 @@ MLflow: one parent run (tag ``stage=ablation``), one child run per variant and s
 side in the MLflow UI.
 
 Interrupted? Run it again: finished runs are reused (``result.json``, keyed by a fingerprint of the run's
-train and evaluate params and the *content* of the starting model, the pool and the test split:
+train and evaluate params and the *content* of the starting model, the pool, the test split and the code:
 :func:`inputs_fingerprint`), an unfinished training resumes from its checkpoints.
 """
 
@@ -42,17 +42,22 @@ def _with(params: Params, overrides: list[str]) -> Params:
     return parse_params(data, "ablation run")
 
 
+# The code a cell's evaluation runs (its training code is train.TRAINING_CODE).
+EVALUATION_CODE = ("lead.evaluation", "lead.benchmarks", "lead.stages.evaluate")
+
+
 def inputs_fingerprint(params: Params) -> str:
-    """What every cell starts from, by content: the start model, the training pool, the proxy test split."""
+    """What every cell starts from and runs, by content: the start model, the training pool, the proxy test
+    split, the training and evaluation code and the libraries that run it."""
     from lead.stages import train
 
-    pool = params.paths.curated / "calibrated.parquet"
-    pool = pool if pool.exists() else params.paths.curated / "train.parquet"
     return value_fingerprint(
         {
             "start": model_fingerprint(train.start_model(params)),
-            "pool": file_fingerprint(pool),
+            "pool": file_fingerprint(train.pool_source(params)[1]),
             "test": file_fingerprint(params.paths.curated / "test.parquet"),
+            "code": train.code_fingerprint((*train.TRAINING_CODE, *EVALUATION_CODE)),
+            "libraries": train.library_versions(),
         }
     )
 

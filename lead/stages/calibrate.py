@@ -19,7 +19,7 @@ Outputs
   (:mod:`lead.stages.calibrate_stage2`: the same calibration with the stage-1 model and its own rule).
 * ``<paths.curated>/calibrate.manifest.json``, written last: the content fingerprints of these outputs and of
   the model sampled (:func:`lead.fingerprint.publish`); readers refuse outputs it does not name.
-* ``<paths.reports>/calibrate/summary.json`` (DVC metrics): counts per band, kept, stage-2 pool size, the
+* ``<paths.reports>/calibrate/summary.json`` (DVC metrics): counts per band, kept, the
   histogram, what was sampled vs. reused, time, grader statistics of this run's completions.
 * ``<paths.reports>/calibrate/histogram.csv`` (DVC plot: ``pass_rate,problems,kept``) and
   ``pass_rate_histogram.png`` (also logged to MLflow, run tagged ``stage=calibrate``).
@@ -100,6 +100,12 @@ class Target:
     @property
     def rule(self) -> str:
         return keep_rule(self.low, self.high, self.inclusive)
+
+
+def published_files(paths: tuple[Path, Path]) -> list[Path]:
+    """What a calibration publishes, given (its calibrated pool, its reports folder)."""
+    output, reports = paths
+    return [output, *(reports / name for name in REPORT_FILES)]
 
 
 def stage1_target(params: Params) -> Target:
@@ -472,7 +478,7 @@ def calibrate_pool(
         + "".join(f"{p:g},{n},{int(k)}\n" for (p, n), k in zip(histogram, kept_at, strict=True)),
     )
     _plot_histogram(reports / "pass_rate_histogram.png", histogram, kept_at, summary)
-    outputs = [target.output, *(reports / name for name in REPORT_FILES)]
+    outputs = published_files((target.output, reports))
     publish(manifest, target.stage, outputs, model=cal.fingerprint, settings=cal.settings)
     return summary
 

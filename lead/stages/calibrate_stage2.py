@@ -23,25 +23,31 @@ from typing import Any
 
 from lead import difficulty
 from lead.config import Params
-from lead.fingerprint import publish, unpublish, verify
+from lead.fingerprint import publish, unpublish
 from lead.io import atomic_path, write_json, write_text
 from lead.stages import calibrate
-from lead.stages._common import manifest_path, stage_main
+from lead.stages._common import manifest_path, published_model, stage_main
 
 STAGE = "calibrate_stage2"
 OUTPUT_NAME = "calibrated_stage2.parquet"
 CACHE_NAME = "calibration_cache_stage2.jsonl"
 
 
+def target_paths(params: Params) -> tuple[Path, Path]:
+    """(calibrated pool, reports folder) of this stage."""
+    return params.paths.curated / OUTPUT_NAME, params.paths.reports / STAGE
+
+
 def target(params: Params) -> calibrate.Target:
     """Calibrate the stage-1 model (``<paths.models>/train``) and keep the stage-2 band."""
     low, high, inclusive = difficulty.stage2_band(params.train.stage2.max_pass_rate)
+    output, reports = target_paths(params)
     return calibrate.Target(
         stage=STAGE,
         model=stage1_model(params),
         cache=params.paths.curated / CACHE_NAME,
-        output=params.paths.curated / OUTPUT_NAME,
-        reports=params.paths.reports / STAGE,
+        output=output,
+        reports=reports,
         low=low,
         high=high,
         inclusive=inclusive,
@@ -50,13 +56,7 @@ def target(params: Params) -> calibrate.Target:
 
 def stage1_model(params: Params) -> Path:
     """``<paths.models>/train``, checked against the train stage's manifest (the model it published)."""
-    from lead.fingerprint import StaleOutputError, model_fingerprint
-
-    model = params.paths.models / "train"
-    published = verify(manifest_path(params, "train"), "train")
-    if not model.is_dir() or model_fingerprint(model) != published["model"]:
-        raise StaleOutputError(f"{model}: not the model the train stage published; run the train stage again")
-    return model
+    return published_model(params, "train")[0]
 
 
 def _disabled(params: Params) -> dict[str, Any]:
@@ -89,9 +89,7 @@ def run(params: Params) -> dict[str, Any]:
     if not params.train.stage2.enabled:
         unpublish(manifest)
         summary = _disabled(params)
-        reports = params.paths.reports / STAGE
-        outputs = [params.paths.curated / OUTPUT_NAME, *(reports / n for n in calibrate.REPORT_FILES)]
-        publish(manifest, STAGE, outputs, model=None)
+        publish(manifest, STAGE, calibrate.published_files(target_paths(params)), model=None)
         return summary
     job = target(params)
     with stage_run(params, STAGE, log_sections=("calibrate",)):

@@ -7,8 +7,9 @@ completion graded by :func:`lead.grading.grade_batch_with_stats` (default extrac
 :mod:`lead.evaluation`'s: Pass@k, Cons@n over answer equivalence classes, Len_avg (all / correct /
 incorrect), truncation rate, a token-budget sweep and, where a benchmark has levels, a difficulty-band table.
 
-The model is ``evaluate.model``: a name means ``<paths.models>/<name>`` (``warmstart``; ``train`` once the
-train stage exists); a value containing ``/`` or naming an existing path is used as is (path or hub id).
+The model is ``evaluate.model``: a name means ``<paths.models>/<name>`` (``warmstart``, ``train``,
+``train_stage2``: checked to be the model its stage published); a value containing ``/`` or naming an
+existing path is used as is (path or hub id).
 
 Context window: a problem whose prompt leaves fewer than ``max_new_tokens`` positions in the model's
 context (``max_position_embeddings``) is not sampled; its samples count as unanswered and wrong, and
@@ -43,13 +44,14 @@ from typing import Any
 from lead.config import Params
 from lead.fingerprint import model_fingerprint, publish, unpublish, verify
 from lead.io import atomic_path, write_json
-from lead.stages._common import manifest_path, stage_main
+from lead.stages._common import manifest_path, published_model, stage_main
 
 RECORDS = "samples.parquet"
 METRICS = "metrics.json"
 ACCURACY_PLOT = "accuracy_vs_length.png"
 BUDGET_PLOT = "budget_curve.png"
 OUTPUTS = (RECORDS, METRICS, ACCURACY_PLOT, BUDGET_PLOT)  # one generation, named by the manifest
+PIPELINE_MODELS = ("warmstart", "train", "train_stage2")  # evaluate.model names whose stage publishes them
 GRADER_STATS = ("fast_path", "verified", "no_answer", "unparseable", "timeouts")
 
 
@@ -280,7 +282,9 @@ def run(params: Params) -> dict[str, Any]:
         verify(manifest_path(params, "curate"), "curate", [params.paths.curated / "test.parquet"])
     suites = {name: load_benchmark(name, params, ev.max_problems) for name in ev.benchmarks}
     path = model_path(params)
-    fingerprint = model_fingerprint(path)
+    # A model of this pipeline must be the very one its stage published; any other is taken as it is.
+    pipeline = ev.model in PIPELINE_MODELS
+    fingerprint = published_model(params, ev.model)[1] if pipeline else model_fingerprint(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     context = context_window(path)
     prepared = _prepare(params, suites, tokenizer, context)

@@ -18,7 +18,8 @@ The version carries
   ``model.fingerprint`` and ``params.fingerprint`` (:mod:`lead.fingerprint`), ``train.preset``,
   ``mlflow.parent_run_id``, ``train.run_id``, ``evaluate.run_id``, ``eval.protocol`` (a hash of the evaluate
   params) and its scores ``eval.<benchmark>.<metric>``; ``lead.state`` is ``registered`` once the version is
-  complete (a version a killed run left ``registering`` is deleted by the next run for the same model);
+  complete, before any alias moves (a version a killed run left ``registering``, without aliases, is deleted
+  by the next run for the same model);
 * a **description**: the evaluation table against the current ``@champion`` (same protocol), the gate's
   verdict and links to the evaluation plots (:mod:`lead.registry`).
 
@@ -45,9 +46,9 @@ import yaml
 
 from lead import registry
 from lead.config import Params
-from lead.fingerprint import StaleOutputError, model_fingerprint, value_fingerprint, verify
+from lead.fingerprint import StaleOutputError, read_verified, value_fingerprint, verify
 from lead.io import repo_root, write_json
-from lead.stages._common import manifest_path, stage_main
+from lead.stages._common import manifest_path, published_model, stage_main
 from lead.tracking import PARENT_RUN_ENV, tracking_uri
 
 CHAMPION, CHALLENGER = "champion", "challenger"
@@ -170,9 +171,9 @@ class Evidence:
 
 
 def evidence(params: Params, client) -> Evidence:
-    """The model ``evaluate.model`` names and its scores, refused unless they are one story: the evaluation's
-    manifest names this model by content, the train stage's manifest published this model, and the evaluate
-    MLflow run finished with exactly the figures of ``metrics.json``."""
+    """The model ``evaluate.model`` names and its scores, refused unless they are one story: the training
+    stage published this very model, the evaluation's manifest names it by content, and the evaluate MLflow
+    run finished with exactly the figures of ``metrics.json`` (the bytes checked are the bytes read)."""
     from lead.stages.evaluate import METRICS, output_dir
 
     stage = params.evaluate.model
@@ -183,10 +184,10 @@ def evidence(params: Params, client) -> Evidence:
         )
     model = params.paths.models / stage
     if not model.is_dir():
-        raise FileNotFoundError(f"{model}: no trained model (run `lead {stage}` first)")
+        raise FileNotFoundError(f"{model}: no trained model (run `lead {stage.replace('_', '-')}` first)")
     metrics_path = output_dir(params) / METRICS
-    evaluated = verify(manifest_path(params, "evaluate"), "evaluate", [metrics_path])
-    fingerprint = model_fingerprint(model)
+    content, evaluated = read_verified(manifest_path(params, "evaluate"), "evaluate", metrics_path)
+    model, fingerprint = published_model(params, stage)
     if evaluated["model"] != fingerprint:
         raise ValueError(
             f"the evaluation in {output_dir(params)} is of {evaluated['model_path']} ({evaluated['model']}), "
@@ -194,9 +195,7 @@ def evidence(params: Params, client) -> Evidence:
             "registered model"
         )
     trained = verify(manifest_path(params, stage), stage)
-    if trained["model"] != fingerprint:
-        raise StaleOutputError(f"{model}: not the model the {stage} stage published; run it again")
-    metrics = json.loads(metrics_path.read_text())
+    metrics = json.loads(content)
     run = client.get_run(evaluated["mlflow_run_id"])
     logged = run.data.metrics
     differ = sorted(
@@ -211,7 +210,9 @@ def evidence(params: Params, client) -> Evidence:
 
 
 def _remove_unfinished(client, name: str, fingerprint: str) -> None:
-    """Delete versions of this model that a killed register left half-made (no description or aliases yet)."""
+    """Delete versions of this model that a killed register left half-made: tagged ``registering``, with no
+    alias (a version is marked ``registered`` before any alias moves, so an aliased one is never deleted).
+    Only versions of the same model (by content): another workspace may be registering another one."""
     from mlflow.exceptions import MlflowException
 
     try:
@@ -219,7 +220,10 @@ def _remove_unfinished(client, name: str, fingerprint: str) -> None:
     except MlflowException:
         return
     for v in versions:
-        if v.tags.get("lead.state") == REGISTERING and v.tags.get("model.fingerprint") == fingerprint:
+        if v.tags.get("lead.state") != REGISTERING or v.tags.get("model.fingerprint") != fingerprint:
+            continue
+        # search results do not carry aliases in every store: ask for the version itself
+        if not client.get_model_version(name, v.version).aliases:
             client.delete_model_version(name, v.version)
 
 
@@ -292,10 +296,11 @@ def run(params: Params) -> dict[str, Any]:
             links=_plot_links(ev.evaluate_run_id, uri),
         )
         client.update_model_version(name, version, description=text)
+        # Complete before any alias points at it: a half-made version (deleted by the next run) has none.
+        client.set_model_version_tag(name, version, "lead.state", REGISTERED)
         client.set_registered_model_alias(name, CHALLENGER, version)
         if decision.promote:
             move_champion(client, name, version, "gate", decision.summary())
-        client.set_model_version_tag(name, version, "lead.state", REGISTERED)
         mlflow.set_tags({"registered_model": name, "registered_version": version})
         aliases = client.get_model_version(name, version).aliases
     summary = {

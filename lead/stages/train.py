@@ -32,6 +32,7 @@ from typing import Any
 
 from lead.config import Params
 from lead.fingerprint import (
+    StaleOutputError,
     file_fingerprint,
     model_fingerprint,
     publish,
@@ -73,17 +74,31 @@ def split_dev(
     return [r for i, r in enumerate(rows) if i not in held], [r for i, r in enumerate(rows) if i in held]
 
 
-def training_rows(params: Params) -> list[dict[str, Any]]:
-    """The RL pool: calibrated rows marked ``keep`` when calibration ran, else the curated training set
-    (each checked against the manifest its stage published: never a file of an unfinished run)."""
+def pool_source(params: Params) -> tuple[str, Path]:
+    """(stage, file) of the RL pool: calibrate's ``calibrated.parquet`` when calibration ran, else curate's
+    ``train.parquet``."""
+    calibrated = params.paths.curated / "calibrated.parquet"
+    if calibrated.exists():
+        return "calibrate", calibrated
+    return "curate", params.paths.curated / "train.parquet"
+
+
+def training_rows(params: Params, start_fingerprint: str | None = None) -> list[dict[str, Any]]:
+    """The RL pool: calibrated rows marked ``keep`` when calibration ran, else the curated training set,
+    checked against the manifest its stage published (never a file of an unfinished run) and, given the
+    start model's fingerprint, refused when calibration measured another model (a newer warm start)."""
     from datasets import Dataset
 
-    calibrated = params.paths.curated / "calibrated.parquet"
-    stage = "calibrate" if calibrated.exists() else "curate"
-    path = calibrated if calibrated.exists() else params.paths.curated / "train.parquet"
+    stage, path = pool_source(params)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no training pool; run `lead curate` (and `lead calibrate`) first")
-    verify(manifest_path(params, stage), stage, [path])
+    published = verify(manifest_path(params, stage), stage, [path])
+    measured = published.get("model")
+    if start_fingerprint and stage == "calibrate" and measured != start_fingerprint:
+        raise StaleOutputError(
+            f"{path}: pass rates of another model ({measured}) than the one training starts from "
+            f"({start_fingerprint}): run the calibrate stage again"
+        )
     rows = Dataset.from_parquet(str(path)).to_list()
     if "keep" in (rows[0] if rows else {}):
         rows = [r for r in rows if r["keep"]]
@@ -212,8 +227,24 @@ def lora_config(lora):
     )
 
 
-# The code that decides what training computes: the rewards, advantages and grader, the TRL seam, this stage.
-TRAINING_CODE = ("lead.rewards", "lead.advantages", "lead.grading", "lead.training", "lead.stages.train")
+# The code that decides what training computes: the rewards, advantages and grader, the TRL seam, the model's
+# context (sampling), this stage; and the libraries that run it.
+TRAINING_CODE = (
+    "lead.rewards",
+    "lead.advantages",
+    "lead.grading",
+    "lead.sampling",
+    "lead.training",
+    "lead.stages.train",
+)
+TRAINING_LIBRARIES = ("torch", "transformers", "trl", "accelerate", "peft", "math-verify")
+
+
+def library_versions(names: tuple[str, ...] = TRAINING_LIBRARIES) -> dict[str, str]:
+    """``name: version`` as installed here (a new TRL is another trainer)."""
+    import importlib.metadata
+
+    return {name: importlib.metadata.version(name) for name in names}
 
 
 def code_fingerprint(modules: tuple[str, ...] = TRAINING_CODE) -> str:
@@ -230,47 +261,67 @@ def code_fingerprint(modules: tuple[str, ...] = TRAINING_CODE) -> str:
     return value_fingerprint(files)
 
 
-def run_identity(params: Params, start: str, rows: list[dict[str, Any]], dev: list[dict[str, Any]]) -> str:
+def run_identity(
+    params: Params, start_fingerprint: str, rows: list[dict[str, Any]], dev: list[dict[str, Any]]
+) -> str:
     """What a training result depends on, by content: the resolved train settings (without ``train.stage2``,
     which is the next DVC stage's), the start model's :func:`~lead.fingerprint.model_fingerprint`, the training
-    and dev rows, the prompt bound that sizes vLLM's context, and the training code (:data:`TRAINING_CODE`: a
-    fixed reward is another result). Checkpoints are resumed, and a finished run reused, only when this
-    matches; where the start model or rows live plays no part."""
+    and dev rows, the prompt bound that sizes vLLM's context, the training code (:data:`TRAINING_CODE`: a
+    fixed reward is another result) and the versions of the libraries that train (:func:`library_versions`).
+    Checkpoints are resumed, and a finished run reused, only when this matches; where the start model or
+    rows live plays no part."""
     return value_fingerprint(
         {
             "train": params.train.model_dump(mode="json", exclude={"stage2"}),
-            "start": model_fingerprint(start),
+            "start": start_fingerprint,
             "rows": rows_fingerprint(rows),
             "dev": rows_fingerprint(dev),
             "max_prompt_tokens": params.curate.max_prompt_tokens,
             "code": code_fingerprint(),
+            "libraries": library_versions(),
         }
     )
 
 
-def _from_main(state, compute):
-    """``compute()`` run by the main process only and its result shared with every process (hashing a 14B
-    model takes a minute; restoring a model is one process's job), so that all of them decide alike."""
+def from_main(state, compute):
+    """``compute()`` run by the main process only, its result (or its error) shared with every process, so
+    that all of them decide alike and none waits forever for a main process that failed (hashing a 14B model
+    takes a minute; reading a file the main process may be deleting, or restoring a model, is its job)."""
     if state.num_processes == 1:
         return compute()
     from accelerate.utils import broadcast_object_list
 
-    box = [compute() if state.is_main_process else None]
+    box: list[Any] = [None]
+    if state.is_main_process:
+        try:
+            box = [("ok", compute())]
+        except Exception as exc:  # re-raised on every process, after the others have heard of it
+            box = [("error", f"{type(exc).__name__}: {exc}")]
+            broadcast_object_list(box)
+            raise
     broadcast_object_list(box)
-    return box[0]
+    kind, value = box[0]
+    if kind == "error":
+        raise RuntimeError(f"the main process failed: {value}")
+    return value
 
 
 def _restore_finished(previous: dict[str, Any], final: Path, ckpt: Path) -> bool:
-    """Whether a finished run's model is in ``final`` (restored from its copy in ``ckpt`` when DVC removed it
-    before rerunning the stage). False when neither holds the recorded content: train afresh."""
+    """Whether a finished run's model is in ``final``, restored from the copy kept in ``ckpt`` when it is
+    missing or differs (DVC removed it before rerunning the stage). False when neither holds the recorded
+    content: train afresh. Hashes ``final`` at most twice, the copy never (``final`` is checked after)."""
     if final.is_dir() and model_fingerprint(final) == previous["model"]:
         return True
     kept = ckpt / FINAL_COPY
-    if not (kept.is_dir() and model_fingerprint(kept) == previous["model"]):
+    if not kept.is_dir():
         return False
     with atomic_path(final) as tmp:
         link_tree(kept, tmp)
     return model_fingerprint(final) == previous["model"]
+
+
+def _read_run_file(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def train_phase(
@@ -281,10 +332,11 @@ def train_phase(
     final: Path,
     ckpt: Path,
     stage: str,
+    start_fingerprint: str,
 ) -> dict[str, Any]:
-    """One RL phase: train ``params.train`` from ``start`` on ``rows`` (validating on ``dev``) and save the
-    model to ``final``; ``stage`` names the DVC stage, the MLflow run and its tag. Its :func:`run_identity`
-    decides what happens to an earlier run recorded in ``ckpt``:
+    """One RL phase: train ``params.train`` from ``start`` (whose content is ``start_fingerprint``) on ``rows``
+    (validating on ``dev``) and save the model to ``final``; ``stage`` names the DVC stage, the MLflow run and
+    its tag. Its :func:`run_identity` decides what happens to an earlier run recorded in ``ckpt``:
 
     * same identity, **finished** → reused as a whole: its summary is returned and ``final`` holds its model
       (restored from the copy kept in ``ckpt`` if need be); nothing is trained, no MLflow run is touched;
@@ -306,12 +358,12 @@ def train_phase(
     state = _distributed_state()
     main = state.is_main_process
     run_file = ckpt / RUN_FILE
-    identity = _from_main(state, lambda: run_identity(params, start, rows, dev))
-    previous = json.loads(run_file.read_text()) if run_file.exists() else {}
+    identity = from_main(state, lambda: run_identity(params, start_fingerprint, rows, dev))
+    previous = from_main(state, lambda: _read_run_file(run_file))
     if previous.get("identity") != identity:
         previous = {}
     elif previous.get("state") == "finished":
-        if _from_main(state, lambda: _restore_finished(previous, final, ckpt)):
+        if from_main(state, lambda: _restore_finished(previous, final, ckpt)):
             print(f"{stage}: reusing the finished run {previous['run_id']} (same identity {identity[:19]})")
             return previous["summary"]
         previous = {}  # its model is gone: train afresh
@@ -433,24 +485,30 @@ def run(params: Params, *, output: Path | None = None) -> dict[str, Any]:
     several variants from one workspace). Curriculum stage 2 is the next DVC stage (``train_stage2``)."""
     final = output or model_dir(params)
     ckpt = final.with_name(f"{final.name}_checkpoints") if output else checkpoint_dir(params)
-    main = _distributed_state().is_main_process
+    state = _distributed_state()
     manifest = manifest_path(params, "train") if output is None else None
-    if main and manifest:
+    if state.is_main_process and manifest:
         unpublish(manifest)
-    rows, dev = split_dev(training_rows(params), params.train.dev_problems, params.train.seed)
-    summary = train_phase(params, rows, dev, start_model(params), final, ckpt, "train")
-    if main and manifest:
-        report = params.paths.reports / "train.json"
-        write_json(report, summary)
-        publish(
-            manifest,
-            "train",
-            [report],
-            model=summary["model"],
-            mlflow_run_id=summary["mlflow_run_id"],
-            identity=summary["identity"],
-        )
+    start = start_model(params)
+    start_fingerprint = from_main(state, lambda: model_fingerprint(start))
+    rows, dev = split_dev(
+        training_rows(params, start_fingerprint), params.train.dev_problems, params.train.seed
+    )
+    summary = train_phase(params, rows, dev, start, final, ckpt, "train", start_fingerprint)
+    if manifest:
+        publish_training(state, params, "train", summary)
     return summary
+
+
+def publish_training(state, params: Params, stage: str, summary: dict[str, Any]) -> None:
+    """The main process writes ``<paths.reports>/<stage>.json`` and, last, the stage's manifest: the model by
+    content, the MLflow run that trained it, the run's identity."""
+    if not state.is_main_process:
+        return
+    report = params.paths.reports / f"{stage}.json"
+    write_json(report, summary)
+    facts = {k: summary.get(k) for k in ("model", "mlflow_run_id", "identity")}
+    publish(manifest_path(params, stage), stage, [report], **facts)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,7 +3,8 @@
 The paper (GRPO-LEAD.md §6) trains 240 more steps after stage 1 on problems with stage-1 pass rate ≤ 0.75,
 with the length reward off and loops penalised at −1.5. Here: start from ``<paths.models>/train`` (checked
 against the train stage's manifest), train on the rows of ``<paths.curated>/calibrated_stage2.parquet`` marked
-``keep`` (the ``calibrate_stage2`` stage), minus stage 1's dev split (the same rows, validated on again), with
+``keep`` (the ``calibrate_stage2`` stage, which must have measured this very stage-1 model), minus stage 1's
+dev split (the same rows, validated on again), with
 :meth:`lead.config.TrainParams.stage2_train` (``train.*`` with ``train.stage2.overrides`` and
 ``train.stage2.max_steps``), in an MLflow run ``train_stage2`` (tag ``stage=train_stage2``).
 
@@ -21,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
-from lead.fingerprint import publish, unpublish, verify
+from lead.fingerprint import StaleOutputError, publish, unpublish, verify
 from lead.io import atomic_path, write_json
 from lead.stages import calibrate_stage2, train
-from lead.stages._common import manifest_path, stage_main
+from lead.stages._common import manifest_path, published_model, stage_main
 
 STAGE = "train_stage2"
 DISABLED = "disabled.json"  # the whole content of the model folder when stage 2 is off
@@ -42,12 +43,18 @@ def report_path(params: Params) -> Path:
     return params.paths.reports / f"{STAGE}.json"
 
 
-def stage2_rows(params: Params, exclude: set[str]) -> list[dict[str, Any]]:
-    """The stage-2 pool: rows ``calibrate_stage2`` kept, minus ``exclude`` (the dev split), as TRL prompts."""
+def stage2_rows(params: Params, exclude: set[str], stage1_fingerprint: str) -> list[dict[str, Any]]:
+    """The stage-2 pool: rows ``calibrate_stage2`` kept, minus ``exclude`` (the dev split), as TRL prompts;
+    refused when they were measured on another stage-1 model than the one stage 2 starts from."""
     import pandas as pd
 
     path = params.paths.curated / calibrate_stage2.OUTPUT_NAME
-    verify(manifest_path(params, calibrate_stage2.STAGE), calibrate_stage2.STAGE, [path])
+    published = verify(manifest_path(params, calibrate_stage2.STAGE), calibrate_stage2.STAGE, [path])
+    if published.get("model") != stage1_fingerprint:
+        raise StaleOutputError(
+            f"{path}: stage-1 pass rates of another model ({published.get('model')}) than "
+            f"{train.model_dir(params)} ({stage1_fingerprint}): run the calibrate_stage2 stage again"
+        )
     pool = pd.read_parquet(path)
     chosen = [r for r in pool.to_dict("records") if r["keep"] and r["id"] not in exclude]
     if not chosen:
@@ -63,7 +70,8 @@ def stage2_rows(params: Params, exclude: set[str]) -> list[dict[str, Any]]:
 def run(params: Params) -> dict[str, Any]:
     """Train curriculum stage 2 from the stage-1 model (off unless ``train.stage2.enabled``)."""
     manifest = manifest_path(params, STAGE)
-    main = train._distributed_state().is_main_process
+    state = train._distributed_state()
+    main = state.is_main_process
     if main:
         unpublish(manifest)
     if not params.train.stage2.enabled:
@@ -76,24 +84,15 @@ def run(params: Params) -> dict[str, Any]:
             write_json(report_path(params), summary)
             publish(manifest, STAGE, [report_path(params)], model=None, mlflow_run_id=None)
         return summary
-    start = calibrate_stage2.stage1_model(params)
+    start, start_fingerprint = train.from_main(state, lambda: published_model(params, "train"))
     _, dev = train.split_dev(train.training_rows(params), params.train.dev_problems, params.train.seed)
-    rows = stage2_rows(params, {r["id"] for r in dev})
+    rows = stage2_rows(params, {r["id"] for r in dev}, start_fingerprint)
     params2 = params.model_copy(update={"train": params.train.stage2_train()})
     summary = train.train_phase(
-        params2, rows, dev, str(start), model_dir(params), checkpoint_dir(params), STAGE
+        params2, rows, dev, str(start), model_dir(params), checkpoint_dir(params), STAGE, start_fingerprint
     )
     summary = {"enabled": True, **summary}
-    if main:
-        write_json(report_path(params), summary)
-        publish(
-            manifest,
-            STAGE,
-            [report_path(params)],
-            model=summary["model"],
-            mlflow_run_id=summary["mlflow_run_id"],
-            identity=summary["identity"],
-        )
+    train.publish_training(state, params, STAGE, summary)
     return summary
 
 

@@ -61,6 +61,8 @@ def eval_params(small_params: Params, tiny_model, mlflow_store) -> Params:
     )
     publish(manifest_path(small_params, "curate"), "curate", [curated / "test.parquet"])  # as curate does
     shutil.copytree(tiny_model[0], small_params.paths.models / "warmstart")
+    model = small_params.paths.models / "warmstart"
+    publish(manifest_path(small_params, "warmstart"), "warmstart", [], model=model_fingerprint(model))
     small_params.evaluate.model = "warmstart"
     small_params.tracking.uri = mlflow_store
     return small_params

@@ -131,3 +131,23 @@ def test_scores_of_another_model_are_refused_before_anything_is_registered(
         register.promote(params, "1", "  ")
     mlflow.set_tracking_uri(params.tracking.uri)
     assert MlflowClient().search_model_versions("name = 'lead-test'") == []
+
+
+def test_versions_a_killed_register_left_half_made_are_removed_but_never_aliased_ones(params: Params):
+    evaluated(params, 0.30, 60.0)
+    first = register.run(params)  # v1, complete, @champion
+    mlflow.set_tracking_uri(params.tracking.uri)
+    client = MlflowClient()
+    source = client.get_model_version("lead-test", "1").source
+    fingerprint = client.get_model_version("lead-test", "1").tags["model.fingerprint"]
+    half = {"lead.state": "registering", "model.fingerprint": fingerprint}
+    v2 = client.create_model_version("lead-test", source, tags=half).version  # killed before its description
+    v3 = client.create_model_version("lead-test", source, tags=half).version  # ... and one that got an alias
+    client.set_registered_model_alias("lead-test", "reviewing", v3)
+    other = client.create_model_version("lead-test", source, tags={**half, "model.fingerprint": "sha256:x"})
+    evaluated(params, 0.31, 59.0)
+    register.run(params)
+    left = {str(v.version): v.tags["lead.state"] for v in client.search_model_versions("name = 'lead-test'")}
+    assert str(v2) not in left  # removed: half-made, no alias, same model
+    assert left[str(v3)] == "registering" and left[str(other.version)] == "registering"  # aliased / other
+    assert left[str(first["version"])] == "registered"

@@ -1,7 +1,5 @@
 """lead.difficulty: Wilson intervals, per-problem records, bands, the stage-1 filter and the stage-2 rule."""
 
-from dataclasses import dataclass
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,9 +14,7 @@ from lead.difficulty import (
     calibrate_problem,
     in_band,
     pass_rate_histogram,
-    select_band,
     stage2_band,
-    stage2_pool,
     wilson_interval,
 )
 from tests.conftest import ROOT
@@ -99,29 +95,18 @@ def test_in_band_rejects_an_unknown_inclusive():
         in_band(0.5, 0, 1, "closed")
 
 
-@dataclass
-class Row:
-    id: str
-    pass_rate: float
-
-
 def test_stage2_rule_keeps_pass_rate_at_most_075_zero_included():
-    rows = [Row(str(i), p) for i, p in enumerate([0.0, 0.25, 0.75, 0.875, 1.0, 0.5])]
+    rates = [0.0, 0.25, 0.75, 0.875, 1.0, 0.5]
     assert STAGE2_MAX_PASS_RATE == 0.75 == Stage2Params().max_pass_rate  # one source for the paper's 0.75
-    assert [r.id for r in stage2_pool(rows, STAGE2_MAX_PASS_RATE)] == ["0", "1", "2", "5"]
-    assert [r.id for r in stage2_pool(rows, max_pass_rate=0.25)] == ["0", "1"]
-    # Rows of calibrated.parquet as mappings work the same way.
-    dicts = [{"id": r.id, "pass_rate": r.pass_rate} for r in rows]
-    assert [d["id"] for d in stage2_pool(dicts, 0.75)] == ["0", "1", "2", "5"]
-    assert stage2_band(0.5) == (0.0, 0.5, "both")
+    assert stage2_band(0.75) == (0.0, 0.75, "both")
+    assert band_mask(rates, *stage2_band(STAGE2_MAX_PASS_RATE)) == [True, True, True, False, False, True]
+    assert band_mask(rates, *stage2_band(0.25)) == [True, True, False, False, False, False]
 
 
-def test_select_band_and_mask_agree_and_keep_order():
+def test_band_mask_keeps_order_and_its_closed_ends():
     rates = [0.5, 0.0, 1.0, 0.125, 0.875]
-    rows = [Row(str(i), p) for i, p in enumerate(rates)]
-    assert [r.id for r in select_band(rows, 0.0, 1.0)] == ["0", "3", "4"]
     assert band_mask(rates, 0.0, 1.0) == [True, False, False, True, True]
-    assert [r.id for r in select_band(rows, 0.125, 0.5, "both")] == ["0", "3"]
+    assert band_mask(rates, 0.125, 0.5, "both") == [True, False, False, True, False]
 
 
 @pytest.mark.parametrize(

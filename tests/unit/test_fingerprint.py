@@ -76,16 +76,35 @@ def test_a_reader_refuses_outputs_of_an_unfinished_or_other_generation(tmp_path)
 
 
 def test_atomic_writes_clean_up_after_a_killed_writer(tmp_path):
+    import socket
+
+    host = socket.gethostname().replace(".", "_")
     target = tmp_path / "train.parquet"
-    dead = tmp_path / ".train.parquet.999999999.abc"  # no such process
-    alive = tmp_path / f".train.parquet.{os.getpid()}.xyz"  # a writer still at work
-    for d in (dead, alive):
+    dead = tmp_path / f".train.parquet.{host}-999999999.abc"  # no such process here
+    alive = tmp_path / f".train.parquet.{host}-{os.getpid()}.xyz"  # a writer still at work
+    elsewhere = tmp_path / ".train.parquet.otherhost-1.abc"  # another machine's writer: not ours to judge
+    for d in (dead, alive, elsewhere):
         d.mkdir()
     with atomic_path(target) as tmp:
         tmp.write_text("x")
-    assert target.read_text() == "x" and not dead.exists() and alive.exists()
+    assert target.read_text() == "x" and not dead.exists() and alive.exists() and elsewhere.exists()
     remove_abandoned(target)
     assert alive.exists()
+
+
+def test_read_verified_returns_the_bytes_it_checked(tmp_path):
+    from lead.fingerprint import read_verified
+
+    manifest, out = tmp_path / "m.json", tmp_path / "metrics.json"
+    out.write_text('{"a": 1}')
+    publish(manifest, "evaluate", [out])
+    content, data = read_verified(manifest, "evaluate", out)
+    assert content == b'{"a": 1}' and data["stage"] == "evaluate"
+    out.write_text('{"a": 2}')
+    with pytest.raises(StaleOutputError, match=r"lead evaluate"):
+        read_verified(manifest, "evaluate", out)
+    with pytest.raises(StaleOutputError, match=r"`lead calibrate-stage2`"):
+        verify(tmp_path / "none.json", "calibrate_stage2")
 
 
 def test_training_code_is_part_of_a_runs_identity(tmp_path, monkeypatch):
