@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 
 from lead import grading
+from lead.grading import guards, normalise
 
 # Quarantine reasons (the "reason" field of each quarantine.jsonl line) and what each means.
 REASONS: dict[str, str] = {
@@ -334,10 +335,10 @@ def ungradable_reason(answer: str) -> str | None:
     Uses the grader's own clean-up and its guards in front of math-verify (``lead.grading``'s internals: the
     module has no public "is this gold gradable" predicate, and a second copy of those rules would drift).
     """
-    clean = grading._clean(answer)
-    if not grading._canon(clean):
+    clean = normalise.clean(answer)
+    if not normalise.canon(clean):
         return "empty after the grader's clean-up"
-    return grading._guard(clean)
+    return guards.guard(clean)
 
 
 def same_answer(reference: str, other: str) -> bool:

@@ -11,7 +11,8 @@ A fingerprint is ``sha256:<hex>`` over a canonical encoding of the thing:
   what the model computes (weights, config, tokenizer, chat template, remote code); a hub id: ``hub:<id>@<commit>``;
 * :func:`file_fingerprint` — the bytes of one file, or of every file of a folder (relative paths included);
 * :func:`rows_fingerprint` — records (a list of mappings, e.g. training rows), as canonical JSON;
-* :func:`value_fingerprint` — any JSON-able value (a resolved params section, a dict of fingerprints).
+* :func:`value_fingerprint` — any JSON-able value (a resolved params section, a dict of fingerprints);
+* :func:`code_fingerprint` — the source of Python modules or packages (the code a result depends on).
 
 **Generations.** A stage that writes several outputs publishes them as one generation: it first removes its
 manifest (:func:`unpublish`), writes the outputs, and writes the manifest last (:func:`publish`): the
@@ -103,6 +104,21 @@ def file_fingerprint(path: str | os.PathLike[str]) -> str:
     digest = hashlib.sha256()
     _digest_file(digest, path)
     return "sha256:" + digest.hexdigest()
+
+
+def code_fingerprint(modules: Iterable[str]) -> str:
+    """``sha256:<hex>`` of the source of Python ``modules`` (a package: every ``.py`` file below its folder;
+    bytecode caches play no part), so that a result computed by edited code is never taken for the old one."""
+    import importlib
+
+    files = {}
+    for name in modules:
+        path = Path(importlib.import_module(name).__file__)
+        package = path.name == "__init__.py"
+        for source in sorted(path.parent.rglob("*.py")) if package else [path]:
+            key = f"{name}/{source.relative_to(path.parent).as_posix()}" if package else name
+            files[key] = file_fingerprint(source)
+    return value_fingerprint(files)
 
 
 def _canonical(value: Any) -> bytes:

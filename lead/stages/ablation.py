@@ -33,7 +33,7 @@ from typing import Any
 
 from lead import ablation
 from lead.config import Params, apply_overrides, parse_params
-from lead.fingerprint import file_fingerprint, model_fingerprint, value_fingerprint
+from lead.fingerprint import code_fingerprint, file_fingerprint, model_fingerprint, value_fingerprint
 from lead.io import write_json, write_text
 
 
@@ -56,7 +56,7 @@ def inputs_fingerprint(params: Params) -> str:
             "start": model_fingerprint(train.start_model(params)),
             "pool": file_fingerprint(train.pool_source(params)[1]),
             "test": file_fingerprint(params.paths.curated / "test.parquet"),
-            "code": train.code_fingerprint((*train.TRAINING_CODE, *EVALUATION_CODE)),
+            "code": code_fingerprint((*train.TRAINING_CODE, *EVALUATION_CODE)),
             "libraries": train.library_versions(),
         }
     )

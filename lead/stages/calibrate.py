@@ -61,7 +61,7 @@ from typing import Any
 import lead.sampling as sampling
 from lead import difficulty
 from lead.config import Params
-from lead.fingerprint import file_fingerprint, model_fingerprint, publish, unpublish, verify
+from lead.fingerprint import code_fingerprint, model_fingerprint, publish, unpublish, verify
 from lead.io import atomic_path, sha256_text, write_json, write_text
 from lead.stages._common import manifest_path, stage_main
 
@@ -170,8 +170,6 @@ def sampling_spec(params: Params, seed: int) -> sampling.SamplingSpec:
 
 def settings(params: Params, fingerprint: str, backend: str) -> dict[str, Any]:
     """Everything besides the problem that decides a calibration result (the cache key's first half)."""
-    import lead.grading
-
     spec = asdict(sampling_spec(params, params.calibrate.seed))
     return {
         "model": fingerprint,
@@ -180,8 +178,8 @@ def settings(params: Params, fingerprint: str, backend: str) -> dict[str, Any]:
         "prompt_suffix": params.model.prompt_suffix,
         "sampling": spec,
         "seed_rule": sampling.SEED_RULE,
-        # A verdict depends on the grader: any edit of grading.py re-grades (conservative, never stale).
-        "grader": file_fingerprint(Path(lead.grading.__file__)),
+        # A verdict depends on the grader: any edit of lead/grading re-grades (conservative, never stale).
+        "grader": code_fingerprint(["lead.grading"]),
     }
 
 

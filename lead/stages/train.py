@@ -33,7 +33,7 @@ from typing import Any
 from lead.config import Params
 from lead.fingerprint import (
     StaleOutputError,
-    file_fingerprint,
+    code_fingerprint,
     model_fingerprint,
     publish,
     rows_fingerprint,
@@ -247,20 +247,6 @@ def library_versions(names: tuple[str, ...] = TRAINING_LIBRARIES) -> dict[str, s
     return {name: importlib.metadata.version(name) for name in names}
 
 
-def code_fingerprint(modules: tuple[str, ...] = TRAINING_CODE) -> str:
-    """The content of ``modules``' source files (a package: every ``.py`` file below its folder)."""
-    import importlib
-
-    files = {}
-    for name in modules:
-        path = Path(importlib.import_module(name).__file__)
-        package = path.name == "__init__.py"
-        for source in sorted(path.parent.rglob("*.py")) if package else [path]:
-            key = f"{name}/{source.relative_to(path.parent).as_posix()}" if package else name
-            files[key] = file_fingerprint(source)
-    return value_fingerprint(files)
-
-
 def run_identity(
     params: Params, start_fingerprint: str, rows: list[dict[str, Any]], dev: list[dict[str, Any]]
 ) -> str:
@@ -277,7 +263,7 @@ def run_identity(
             "rows": rows_fingerprint(rows),
             "dev": rows_fingerprint(dev),
             "max_prompt_tokens": params.curate.max_prompt_tokens,
-            "code": code_fingerprint(),
+            "code": code_fingerprint(TRAINING_CODE),
             "libraries": library_versions(),
         }
     )

@@ -112,7 +112,8 @@ def test_training_code_is_part_of_a_runs_identity(tmp_path, monkeypatch):
     import importlib
     import sys
 
-    from lead.stages.train import TRAINING_CODE, code_fingerprint
+    from lead.fingerprint import code_fingerprint
+    from lead.stages.train import TRAINING_CODE
 
     assert "lead.rewards" in TRAINING_CODE and "lead.training" in TRAINING_CODE
     package = tmp_path / "seam"

@@ -1,4 +1,4 @@
-r"""Tests of the answer grader (lead/grading.py).
+r"""Tests of the answer grader (lead/grading/).
 
 The equivalence table is built from real gold answers of MATH-500, AIME 2024/2025 and AMC 2023
 (``test_table_golds_are_real`` checks that every gold string occurs in those files when they are present).
@@ -185,7 +185,7 @@ def test_table_golds_are_real() -> None:
 def test_every_real_gold_equals_itself_and_passes_the_guards() -> None:
     real = _real_golds()
     assert all(answers_equal(g, g) for g in real)  # fast path: identical canonical strings
-    assert [g for g in real if grading._guard(grading._clean(g))] == []
+    assert [g for g in real if grading.guards.guard(grading.normalise.clean(g))] == []
 
 
 def test_raw_json_gold_types() -> None:
@@ -271,7 +271,7 @@ def test_cheap_layers_never_raise(text: str) -> None:
     extract_answer(text, before_think_close=True)
     for p in (text, pred or ""):
         grading._decide_cheaply(p, "5")
-        grading._guard(grading._clean(p))
+        grading.guards.guard(grading.normalise.clean(p))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -337,7 +337,7 @@ def test_adversarial_grade_batch_bounded_and_counted() -> None:
     )
     assert stats.correct == 0
     # Items run two at a time at worst; each one is hard-limited to timeout + 1 s.
-    assert elapsed < (len(ADVERSARIAL) / 2) * (timeout + grading._HARD_GRACE_S) + SLACK_S
+    assert elapsed < (len(ADVERSARIAL) / 2) * (timeout + grading.pool.HARD_GRACE_S) + SLACK_S
 
 
 def test_soft_timeout_is_counted() -> None:
@@ -347,7 +347,7 @@ def test_soft_timeout_is_counted() -> None:
     results, stats = grade_batch_with_stats([f"\\boxed{{{slow}}}"], ["5"], timeout=0.1)
     assert results == [False]
     assert stats.timeouts == 1
-    assert time.monotonic() - start < 0.1 + grading._HARD_GRACE_S + SLACK_S
+    assert time.monotonic() - start < 0.1 + grading.pool.HARD_GRACE_S + SLACK_S
 
 
 def test_stats_counts() -> None:
@@ -408,14 +408,16 @@ def test_grading_from_a_thread() -> None:
 
 def test_hung_worker_is_killed_and_replaced() -> None:
     """A hang that ignores signals (as a C-level big-integer operation does) is killed by the parent."""
-    pool = grading._WorkerPool()
+    pool = grading.pool.WorkerPool()
     try:
         start = time.monotonic()
         answers = pool.run([{"op": "_test_hang", "seconds": 600}, {"pred": r"\sqrt{4}", "gold": "2"}], 0.5, 2)
-        assert answers == [(False, grading.TIMEOUT), (True, grading.VERIFIED)]
-        assert time.monotonic() - start < 0.5 + grading._HARD_GRACE_S + 15  # includes two worker start-ups
+        assert answers == [(False, grading.verify.TIMEOUT), (True, grading.verify.VERIFIED)]
+        assert (
+            time.monotonic() - start < 0.5 + grading.pool.HARD_GRACE_S + 15
+        )  # includes two worker start-ups
         start = time.monotonic()
-        assert pool.run([{"pred": "0.5", "gold": r"\frac12"}], 0.5, 1) == [(True, grading.VERIFIED)]
+        assert pool.run([{"pred": "0.5", "gold": r"\frac12"}], 0.5, 1) == [(True, grading.verify.VERIFIED)]
         assert not pool.broken
     finally:
         pool.shutdown()
@@ -423,10 +425,10 @@ def test_hung_worker_is_killed_and_replaced() -> None:
 
 
 def test_pool_that_cannot_start_falls_back_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(grading, "_WORKER_BOOT", "import sys; sys.exit(3)")
-    pool = grading._WorkerPool()
+    monkeypatch.setattr(grading.pool, "_WORKER_BOOT", "import sys; sys.exit(3)")
+    pool = grading.pool.WorkerPool()
     try:
-        assert pool.run([{"pred": r"\sqrt{4}", "gold": "2"}], 2.0, 1) == [(True, grading.VERIFIED)]
+        assert pool.run([{"pred": r"\sqrt{4}", "gold": "2"}], 2.0, 1) == [(True, grading.verify.VERIFIED)]
         assert pool.broken
     finally:
         pool.shutdown()

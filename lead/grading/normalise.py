@@ -1,0 +1,112 @@
+r"""Clean-up of an answer string before any comparison: pure string work.
+
+Unicode maths signs, ``$``/``\(``/``\[``, ``\left``/``\right``, ``\!``, ``\,``, ``\dfrac``, ``\frac12``,
+degrees, ``\%``, currency ``\$``, trailing units (``\text{ cm}``, ``5 cm``), thousands separators
+(``10,\!080``), ``\text{}`` wrappers, a leading ``x =`` / ``x \in``. Whitespace is kept (single spaces) so that
+``\cot x`` stays valid LaTeX for sympy; :func:`canon` is the whitespace-free form for exact comparisons.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+_UNICODE_MAP = {
+    "\u2212": "-",
+    "\u2013": "-",
+    "\u2014": "-",
+    "\u00d7": r"\times ",
+    "\u22c5": r"\cdot ",
+    "\u00b7": r"\cdot ",
+    "\u00f7": r"\div ",
+    "\u03c0": r"\pi ",
+    "\u221e": r"\infty ",
+    "\u2264": r"\le ",
+    "\u2265": r"\ge ",
+    "\u2260": r"\ne ",
+    "\u221a": r"\sqrt",
+    "\u00b0": r"^\circ",
+    "\u222a": r"\cup ",
+    "\u2229": r"\cap ",
+    "\u00b1": r"\pm ",
+    "\u00a0": " ",
+    "\u2009": " ",
+    "\u202f": " ",
+    "\u200b": "",
+    "\ufeff": "",
+}
+_UNICODE_TABLE = str.maketrans(_UNICODE_MAP)
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_DBL_BACKSLASH = "\x00"  # placeholder for `\\` (matrix rows) while single-backslash commands are edited
+_UNIT_WORDS = (
+    r"(?:(?:square|sq\.?|cubic)\s+)?(?:units?|cm|mm|km|meters?|metres?|centimeters?|kilometers?|inch(?:es)?"
+    r"|feet|foot|ft|yards?|miles?|mph|kg|grams?|pounds?|lbs?|ounces?|oz|liters?|litres?|gallons?|degrees?"
+    r"|cents?|dollars?|seconds?|sec|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?)"
+)
+_TEXT_UNIT_RE = re.compile(
+    r"(?P<body>.*?[0-9}])\s*\\text\{\s*(?P<unit>[A-Za-z][A-Za-z .]*)\}(?:\s*\^\s*\{?\s*[23]\s*\}?)?\s*",
+    re.S,
+)
+_WORD_UNIT_RE = re.compile(
+    rf"(?P<body>.*?[0-9}}])\s*{_UNIT_WORDS}\.?(?:\s*\^\s*\{{?\s*[23]\s*\}}?)?\s*", re.S
+)
+_TEXT_CMD_RE = re.compile(r"\\(?:textbf|textrm|textit|textup|texttt|textsf|mathrm|mathbf|mathit|mbox|hbox)\{")
+_TEXT_WRAP_RE = re.compile(r"\\text\{([^{}]*)\}")
+_ASSIGN_RE = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|\\in(?![A-Za-z]))\s*(?P<rhs>[^=]+)", re.S)
+
+
+def has_percent(s: str) -> bool:
+    return "%" in s
+
+
+def clean(s: str) -> str:
+    r"""Canonical LaTeX for an answer string, whitespace kept (single spaces)."""
+    # Golds and popular answers repeat across a group: cache, but only short strings (memory).
+    return clean_cached(s) if len(s) <= 1000 else clean_uncached(s)
+
+
+@functools.lru_cache(maxsize=8192)
+def clean_cached(s: str) -> str:
+    return clean_uncached(s)
+
+
+def clean_uncached(s: str) -> str:
+    s = _CONTROL_RE.sub(" ", s.translate(_UNICODE_TABLE)).strip()
+    # Thousands separators written with LaTeX spacing, before spacing commands become plain spaces.
+    s = re.sub(r"(\d),\s*\\!\s*(?=\d{3}(?!\d))", r"\1,", s)
+    s = re.sub(r"(\d)\{,\}(?=\d{3}(?!\d))", r"\1,", s)
+    s = re.sub(r"(\d)\\[,;: ](?=\d{3}(?!\d))", r"\1", s)
+    s = s.replace("\\$", " ")  # currency
+    s = s.replace("\\\\", _DBL_BACKSLASH)
+    s = re.sub(r"\\[()\[\]]", " ", s)  # \( \) \[ \] math delimiters
+    s = s.replace("$", " ")
+    s = re.sub(r"\\(?:left|right)(?![A-Za-z])\s*\.?", "", s)
+    s = re.sub(r"\\(?:[bB]igg?[lr]?)(?![A-Za-z])", "", s)
+    s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle)(?![A-Za-z])", "", s)
+    s = re.sub(r"\\(?:[!,;: ]|q?quad(?![A-Za-z]))|~", " ", s)
+    s = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", s)
+    s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![A-Za-z])|\\degree(?![A-Za-z])", "", s)
+    s = re.sub(r"\\?%", "", s)
+    s = _TEXT_CMD_RE.sub(r"\\text{", s)
+    for rx in (_TEXT_UNIT_RE, _WORD_UNIT_RE):
+        m = rx.fullmatch(s)
+        if m:
+            s = m.group("body")
+    prev = None
+    while prev != s:  # unwrap \text{...}, innermost first
+        prev, s = s, _TEXT_WRAP_RE.sub(r"\1", s)
+    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*(\d)", r"\\frac\1{\2}", s)
+    s = re.sub(r"\\frac\s*(\d)\s*\{", r"\\frac{\1}{", s)
+    s = re.sub(r"\\sqrt\s*(\d)", r"\\sqrt{\1}", s)
+    s = re.sub(r"\s+", " ", s).strip().rstrip(".").strip()
+    m = _ASSIGN_RE.fullmatch(s)
+    if m and m.group("rhs").strip():
+        s = m.group("rhs").strip()
+    return s.replace(_DBL_BACKSLASH, "\\\\")
+
+
+def canon(clean: str) -> str:
+    """Whitespace-free form of a cleaned answer, for exact comparisons."""
+    s = re.sub(r"\s+", "", clean)
+    return re.sub(r"([_^])\{(\w)\}", r"\1\2", s)
