@@ -361,7 +361,12 @@ class TrainParams(Section):
     length_gate_tokens: int | None = Field(
         None, ge=0, description="shape only groups longer than this; 0 = off"
     )
-    grade_before_think_close: bool | None = None
+    extraction: Literal["any", "boxed", "boxed_before_think"] | None = Field(
+        None,
+        description="where the reward looks for the answer: boxed (the paper: the last box), "
+        "boxed_before_think (the reference code: the last box before the first </think>) or any "
+        "(evaluation's rule: math-verify's priority list); null = the preset's",
+    )
     truncation: Literal["unfinished", "wrong", "mask"] | None = None
     loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] | None = None
     learning_rate: float | None = Field(None, gt=0.0, le=1.0)

@@ -7,18 +7,17 @@ the quarantine (with a reason from :data:`REASONS`), or — only when ``max_prob
 
 1. **Rows → records** (:func:`records_from_rows`). Field mapping: problem = ``problem`` or ``question``;
    answer = ``answer`` when the row has that key, else the last ``\boxed{}`` of ``solution``
-   (:func:`lead.grading.extract_answer`); optional ``id``/``unique_id``, ``level`` (``3`` or ``"Level 3"``),
+   (:func:`lead.grading.extract_answer`, box rule); optional ``id``/``unique_id``, ``level`` (``3`` or ``"Level 3"``),
    ``difficulty``, ``correctness``, ``solution``, ``split`` (``test`` = held out). Ids are
    ``<source>-<id or row index>``. A malformed line, a row with no problem or no answer, or a repeated id
    is quarantined.
 2. **Normalise answers** (:func:`normalize_answer`): numbers to text (``27.0`` → ``27``), surrounding
    ``$``/``\(``/``\[`` and a whole ``\boxed{}`` unwrapped, whitespace collapsed, AIME-style leading zeros
    dropped (``025`` → ``25``), a trailing period dropped. Each rule is counted.
-3. **Gradable gold** (:func:`ungradable_reason`): the grader's own clean-up and its guards in front of
-   math-verify, no sympy. A gold refused there can only ever match a verbatim copy of itself, so no reward
-   could be earned on it. Measured on the curated real sources (``recipes/curate-real.yaml``): the grader's
-   cheap checks take 0.2 s for the 9,135 golds, and math-verify parses every one of the 1,600 that are not
-   plain numbers (9 ms each, 15 s in all), so calling it here would cost time and find nothing more.
+3. **Gradable gold** (:func:`lead.grading.gold_problems`): the grader's own extraction and parse of the
+   gold, the same the reward makes: plain numbers at once, guarded answers refused, everything else parsed
+   by math-verify in the grader's worker processes (``\frac{1}{`` does not parse). A gold refused there
+   could never earn a reward, so the problem is quarantined.
 4. **Prompt length**: problem + prompt suffix counted with the model's tokenizer (chat template included)
    when one can be loaded, else estimated as ``ceil(characters / 2.5)`` (:func:`estimate_tokens`); longer
    than ``max_prompt_tokens`` is quarantined (TRL 1.16 no longer truncates prompts).
@@ -64,7 +63,6 @@ from typing import Any
 import numpy as np
 
 from lead import grading
-from lead.grading import guards, normalise
 
 # Quarantine reasons (the "reason" field of each quarantine.jsonl line) and what each means.
 REASONS: dict[str, str] = {
@@ -73,7 +71,7 @@ REASONS: dict[str, str] = {
     "missing_problem": "no problem/question field, or an empty one",
     "missing_answer": "no answer (nor a \\boxed{} in the solution), or an empty one",
     "duplicate_id": "an id already used by an earlier row of the same source",
-    "ungradable_answer": "the grader's guards refuse the gold answer: no prediction could be graded against it",
+    "ungradable_answer": "the grader cannot read the gold answer: no prediction could be graded against it",
     "prompt_too_long": "problem + prompt suffix longer than curate.max_prompt_tokens",
     "duplicate": "the same normalised text as an earlier problem, same answer",
     "duplicate_conflict": "the same normalised text as an earlier problem, different answer",
@@ -233,7 +231,7 @@ def records_from_rows(name: str, rows: Iterable[tuple[str, Any]]) -> tuple[list[
             answer = _answer_text(row["answer"])
         else:
             solution = row.get("solution")
-            answer = grading.extract_answer(solution) if isinstance(solution, str) else None
+            answer = grading.extract_answer(solution, "boxed") if isinstance(solution, str) else None
         if not answer:
             rejected.append(Rejected("missing_answer", name, origin, "no non-empty answer", dict(row)))
             continue
@@ -327,18 +325,6 @@ def normalize_answer(answer: str) -> tuple[str, list[str]]:
         s = str(int(s))
         rules.append("leading_zeros")
     return s, list(dict.fromkeys(rules))
-
-
-def ungradable_reason(answer: str) -> str | None:
-    """Why the grader could never match this gold answer except verbatim, or None if it can grade it.
-
-    Uses the grader's own clean-up and its guards in front of math-verify (``lead.grading``'s internals: the
-    module has no public "is this gold gradable" predicate, and a second copy of those rules would drift).
-    """
-    clean = normalise.clean(answer)
-    if not normalise.canon(clean):
-        return "empty after the grader's clean-up"
-    return guards.guard(clean)
 
 
 def same_answer(reference: str, other: str) -> bool:
@@ -687,14 +673,17 @@ def curate(
 
     # 3. gradable golds
     kept, bad = [], []
-    for rec in records:
-        why = ungradable_reason(rec.answer)
+    for rec, why in zip(records, grading.gold_problems([r.answer for r in records]), strict=True):
         if why is None:
             kept.append(rec)
         else:
             bad.append(Rejected("ungradable_answer", rec.source, rec.origin, why, rec))
     steps.add(
-        "gradable_answer", len(records), len(kept), bad, method="lead.grading clean-up + guards, no sympy"
+        "gradable_answer",
+        len(records),
+        len(kept),
+        bad,
+        method="lead.grading.gold_problems: the reward's extraction and parse of the gold",
     )
     records = kept
 

@@ -1,32 +1,79 @@
-r"""Answer extraction: a completion's final answer as a string, or ``None`` when it has none."""
+r"""Answer extraction: where a completion states its final answer.
+
+Three named rules (:data:`Extraction`), chosen by the caller:
+
+* ``"any"`` -- evaluation, calibration and :func:`lead.grading.grade` without options: math-verify's
+  priority list. The last ``\boxed{}``/``\fbox{}`` (boxes that belong together -- several in one display
+  formula, or joined only by "," / "and" / ``\quad`` -- form one answer, a list); then a final-answer phrase
+  ("the final answer is", "answer:", in several languages); then the last LaTeX span; then the last
+  number-like token of the last sentence. A completion that *is* only an answer (``-5``, ``$x \geq 5$``,
+  ``7,425,000``) is that answer.
+* ``"boxed"`` -- the paper's reward rule: the last box only (after the last ``</think>`` if there is one,
+  else anywhere), no text fall-backs.
+* ``"boxed_before_think"`` -- the reference code's rule (GRPO-LEAD.md §3): the last box *before the first*
+  ``</think>``; without any ``</think>`` there is no answer.
+
+:func:`locate` does the string work, which is all the box rules need. Under ``"any"`` it returns a cheap
+answer when there is one (a box, a bare answer, an answer right after a final-answer phrase); otherwise it
+hands the text on (:attr:`Located.source`) and math-verify's own extraction (:mod:`lead.grading.verify`),
+which is the field's reference, decides: its regexes for phrases, LaTeX spans and trailing numbers.
+"""
 
 from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
+from typing import Literal
 
 logger = logging.getLogger(__name__)
 
+Extraction = Literal["any", "boxed", "boxed_before_think"]
+EXTRACTIONS: tuple[Extraction, ...] = ("any", "boxed", "boxed_before_think")
+
 THINK_CLOSE = "</think>"
-# Text fall-backs ("The answer is ...") are searched only near the end: the final statement lives there,
-# and it keeps a 1 MB completion from being scanned by several regexes.
-_FALLBACK_WINDOW = 4000
-_MAX_FALLBACK_CHARS = 300
+# Only the end of a completion is searched for a stated answer (and handed to math-verify): the final
+# statement lives there, and it keeps a 1 MB completion from being scanned by many regexes.
+_TAIL_CHARS = 4000
+_MAX_BARE_CHARS = 200
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _BARE_BOX_ARG_RE = re.compile(r"[ \t]+([^\s$]+)")  # `\boxed 5` (TeX allows an undelimited argument)
 # Brace matching skips escaped characters (`\{`, `\}`, and `\\` so that `\\{` is a real brace).
 _BRACE_TOKEN_RE = re.compile(r"\\.|[{}]", re.S)
-# Anchors only (the answer is the rest of the line), so that overlapping statements on one line are all
-# found and the latest one wins.
-_FALLBACK_RES = (
-    re.compile(r"final\s+answer\s+is\s*:?", re.I),
-    re.compile(r"\bthe\s+answer\s+is\s*:?", re.I),
-    re.compile(r"\*\*\s*(?:final\s+)?answer\s*:?\s*\*\*\s*:?", re.I),
-    re.compile(r"^[ \t>#*_]*(?:final\s+)?answer\s*:", re.I | re.M),
+_ENV_RE = re.compile(
+    r"(?<!\\)\$\$.+?(?<!\\)\$\$|\\\[.+?\\\]|(?<![\\\d])\$[^\n$]+?(?<!\\)\$|\\\([^\n]+?\\\)", re.S
+)
+_ENV_JOIN_RE = re.compile(r"\s*(?:,?\s*and|,?\s*or|,)\s*")  # math-verify's connectors between math spans
+_SEPARATOR_RE = re.compile(r"\b(?:and|or)\b|,|;")  # ... and between boxes
+# Final-answer phrases, several languages; the answer must follow at once (a math span, or a short
+# number-like token up to the end of the sentence) to be taken here; anything wordier goes to math-verify.
+_PHRASE_RE = re.compile(
+    r"(?:final\s+answer\s*(?:is)?|\bthe\s+answer\s+is|\banswer\s*:|\*\*\s*(?:final\s+)?answer\s*:?\s*\*\*"
+    r"|la\s+r[ée]ponse\s+(?:finale\s+)?est|la\s+respuesta\s+(?:final\s+)?es|die\s+(?:endg[üu]ltige\s+)?antwort"
+    r"\s+ist|la\s+risposta\s+(?:finale\s+)?[èe]|a\s+resposta\s+(?:final\s+)?[ée]|ответ\s*:|答案[是为:：]"
+    r"|最终答案[是为:：]?)\s*:?\s*",
+    re.I,
 )
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
-_SENTENCE_END_RE = re.compile(r"(?<=\S)\.(?=\s|$)")
+_NUMBER_LIKE = r"-?(?:\d{1,3}(?:[ ,]\d{3})+|\d+)(?:[.,]\d+)?%?|-?\.\d+%?|-?\d+/\d+"
+_PHRASE_ANSWER_RE = re.compile(rf"\s*(?:{_NUMBER_LIKE})\s*(?:[.!]\s*|$)", re.S)
+_MINERVA_RE = re.compile(
+    rf"final\s+answer\s+is\s*:?\s*(?P<answer>\$\$.+?\$\$|\$[^$]+?\$|\\\(.+?\\\)|{_NUMBER_LIKE})\s*\.?\s?I\s+hope",
+    re.I | re.S,
+)
+# \text{...} answers are words of the answer; environment and operator names are not words at all.
+_NOT_WORDS_RE = re.compile(r"\\text\{[^{}]*\}|\\(?:begin|end|operatorname|mathrm|mathbf)\{[A-Za-z*]*\}")
+_WORD_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a text states its answer. ``answer``: the answer string when string work finds it (``None``:
+    none); ``source``: otherwise, under ``"any"``, the text math-verify should extract it from."""
+
+    answer: str | None
+    source: str | None = None
 
 
 def _match_braces(text: str, start: int) -> dict[int, int]:
@@ -42,94 +89,182 @@ def _match_braces(text: str, start: int) -> dict[int, int]:
     return match
 
 
-def _last_boxed(text: str) -> str | None:
-    """Content of the last non-empty, balanced ``\\boxed{}``/``\\fbox{}`` (the inner box of a nest)."""
-    ends = [m.end() for m in _BOX_RE.finditer(text)]
-    if not ends:
-        return None
+def _boxes(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, content)`` of every balanced, non-empty box, in order (a nest's inner box counts)."""
+    starts = list(_BOX_RE.finditer(text))
+    if not starts:
+        return []
     match: dict[int, int] | None = None  # computed once, only if a braced box is seen
-    for pos in reversed(ends):
-        j = pos
+    out = []
+    for m in starts:
+        j = m.end()
         while j < len(text) and text[j] in " \t":
             j += 1
         if j < len(text) and text[j] == "{":
             if match is None:
-                match = _match_braces(text, ends[0])
+                match = _match_braces(text, starts[0].end())
             close = match.get(j)
-            if close is None:  # unbalanced: ignore this box, an earlier one may be fine
-                continue
-            content = text[j + 1 : close].strip()
-            if content:  # an empty box carries no answer (e.g. an echo of "within \boxed{}")
-                return content
+            content = text[j + 1 : close].strip() if close is not None else ""
+            if content:  # unbalanced or empty (an echo of "within \boxed{}"): no answer there
+                out.append((m.start(), close + 1, content))
             continue
-        bare = _BARE_BOX_ARG_RE.match(text, pos)
-        if bare:
-            content = bare.group(1).rstrip(".,;")
-            if content:
-                return content
-    return None
+        bare = _BARE_BOX_ARG_RE.match(text, m.end())
+        if bare and bare.group(1).rstrip(".,;"):
+            out.append((m.start(), bare.end(), bare.group(1).rstrip(".,;")))
+    return out
 
 
-def _clean_fallback(raw: str) -> str | None:
-    """The answer at the start of ``raw``: a leading math span (may span lines), else the rest of the
-    first line up to the end of its sentence ("5. Done" -> "5")."""
-    s = raw.strip().strip("*").strip()
-    span = _MATH_SPAN_RE.match(s)
-    if span:
-        s = next(g for g in span.groups() if g is not None)
-    else:
-        s = _SENTENCE_END_RE.split(s.split("\n", 1)[0], maxsplit=1)[0]
-    s = s.strip().rstrip(".,;:!").strip().strip("*").strip()
-    if not s or len(s) > _MAX_FALLBACK_CHARS:
+def _math_envs(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of every math span (``$$..$$``, ``\\[..\\]``, ``$..$`` and ``\\(..\\)`` on one line)."""
+    return [m.span() for m in _ENV_RE.finditer(text)]
+
+
+def _boxes_after_connectors(text: str, boxes, envs) -> tuple[int, list[str]] | None:
+    """math-verify's first box rule: the last math span holding a box, with the spans before it that hold
+    boxes and are joined to it by ``,`` / "and" / "or" (up to six), read as one answer: (end, contents)."""
+    holding = [(s, e) for s, e in envs if any(s <= b0 and b1 <= e for b0, b1, _ in boxes)]
+    if not holding:
         return None
+    chain = [holding[-1]]
+    for s, e in reversed(holding[:-1]):
+        if len(chain) == 6 or not _ENV_JOIN_RE.fullmatch(text[e : chain[0][0]]):
+            break
+        chain.insert(0, (s, e))
+    contents = [c for b0, b1, c in boxes if any(s <= b0 and b1 <= e for s, e in chain)]
+    return chain[-1][1], contents
+
+
+def _boxes_by_gaps(text: str, boxes) -> tuple[int, list[str]]:
+    """math-verify's second box rule (``extract_boxed_content``, mode "last"): the last box, and, walking
+    back, each earlier one that is close (under 10 characters apart) or, with other content, under 70
+    characters apart with a separator (",", ";", "and", "or") between; repeats in a row count once."""
+    start, end, content = boxes[-1]
+    contents = [content]
+    for s, e, c in reversed(boxes[:-1]):
+        if e > start:  # an outer box around the last one: its content is the last one
+            break
+        between = text[e:start]
+        if not (
+            len(between) < 10 or (c != contents[0] and len(between) < 70 and _SEPARATOR_RE.search(between))
+        ):
+            break
+        if c != contents[0]:
+            contents.insert(0, c)
+        start = s
+    return end, contents
+
+
+def _last_boxed(text: str) -> tuple[int, str] | None:
+    """(end, answer) of the last boxed answer by math-verify's two rules, the one ending last winning;
+    several boxes are one list answer ``a, b``."""
+    boxes = sorted(_boxes(text))
+    if not boxes:
+        return None
+    candidates = [
+        c for c in (_boxes_after_connectors(text, boxes, _math_envs(text)), _boxes_by_gaps(text, boxes)) if c
+    ]
+    end, contents = max(candidates, key=lambda c: c[0])
+    return end, ", ".join(contents)
+
+
+def _last_box(text: str) -> str | None:
+    found = _last_boxed(text)
+    return None if found is None else found[1]
+
+
+def _unwrap(text: str) -> str:
+    """``text`` without one pair of math delimiters around the whole of it."""
+    s = text.strip()
+    for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+        if s.startswith(left) and s.endswith(right) and len(s) > len(left) + len(right):
+            inner = s[len(left) : -len(right)]
+            if "$" not in inner:
+                return inner.strip()
     return s
 
 
-def _fallback_answer(text: str) -> str | None:
-    """Last "final answer is X" / "The answer is X" / "**Answer:** X" / "Answer: X" near the end."""
-    window = text[-_FALLBACK_WINDOW:]
-    best: re.Match[str] | None = None
-    for rx in _FALLBACK_RES:
-        for m in rx.finditer(window):
-            if best is None or m.start() > best.start():
-                best = m
-    if best is None:
+def _bare(text: str) -> str | None:
+    """``text`` itself when it is only an answer: short, one formula or number, at most one word (``Evelyn``,
+    ``\text{even}``, ``x \\in [-2,7]``, ``1 000``); None for prose."""
+    s = text.strip().rstrip(".").strip()
+    if not s or len(s) > _MAX_BARE_CHARS or "\n\n" in s:
         return None
-    # "The final answer is:" with the answer on the next line(s) ("$$\n5\n$$") is common in markdown.
-    return _clean_fallback(window[best.end() : best.end() + 2 * _MAX_FALLBACK_CHARS])
+    inner = _unwrap(s)
+    if "$" in inner.replace("\\$", "") or "\\boxed" in inner:  # \$ is a currency sign, not a formula
+        return None
+    words = _WORD_RE.findall(_NOT_WORDS_RE.sub(" w ", inner))
+    return inner if len(words) <= 1 and inner else None
 
 
-def extract_answer(completion: str, *, before_think_close: bool = False) -> str | None:
-    r"""The final answer of a completion, or ``None`` when it has none.
+def _phrase_answer(text: str) -> str | None:
+    """The answer right after the last final-answer phrase, when it is a math span or a number-like token
+    ending the sentence ("the final answer is $34$.", "Answer: 7,425,000"); None otherwise."""
+    last = None
+    for last in _PHRASE_RE.finditer(text):  # noqa: B007 (the last match is wanted)
+        pass
+    if last is None:
+        return None
+    rest = text[last.end() : last.end() + 400]
+    span = _MATH_SPAN_RE.match(rest)
+    if span:
+        after = rest[span.end() :].lstrip()
+        if not after or after[0] in ".!,;\n" or after.lower().startswith("i hope"):
+            return _unwrap(span.group(0))
+        return None
+    number = _PHRASE_ANSWER_RE.match(rest)
+    return number.group(0).strip().rstrip(".!").strip() if number else None
 
-    Box rule: the content of the last ``\boxed{...}`` or ``\fbox{...}`` (by start position, so the inner
-    box of ``\boxed{\boxed{5}}`` wins), with nesting-aware brace matching that skips ``\{``/``\}``. An
-    unbalanced or empty box is ignored (the previous box is used). ``\boxed 5`` is accepted.
 
-    ``before_think_close=True`` -- the reference code's rule (GRPO-LEAD.md §3): the last box *before the
-    first* ``</think>``, box only (no text fall-backs, like its ``last_boxed_only_string``). Without any
-    ``</think>`` the result is ``None``: the reference code gives no answer to an unclosed reasoning.
+def _minerva(text: str) -> tuple[int, str] | None:
+    """(end, answer) of the last "The final answer is X. I hope it is correct." (the Minerva format, which
+    math-verify ranks with boxes: whichever ends last wins)."""
+    found = None
+    for found in _MINERVA_RE.finditer(text):  # noqa: B007 (the last match is wanted)
+        pass
+    return None if found is None else (found.end(), _unwrap(found.group("answer")))
 
-    ``before_think_close=False`` (evaluation / improved rule): if the completion contains ``</think>``,
-    the answer is looked for after the *last* ``</think>``: its last box, else a text fall-back there;
-    if that part has neither, the last box of the whole completion (inside the reasoning) is used --
-    "the last box of the whole completion". Without ``</think>``: last box, else a text fall-back.
 
-    Text fall-backs, only when there is no box, searched in the last 4000 characters, the latest match
-    wins: "final answer is X", "The answer is X", "**Answer:** X", a line "Answer: X". X is the first
-    ``$...$`` / ``\(...\)`` span if it starts with one, else the text up to the end of the sentence.
-    """
+def _any(text: str) -> Located:
+    """The ``"any"`` rule on one part of a completion (see the module docstring)."""
+    tail = text[-_TAIL_CHARS:]  # for statements in prose; boxes are looked for everywhere (one linear pass)
+    boxed = _last_boxed(text)
+    minerva = _minerva(tail)
+    first = [
+        c for c in (boxed, None if minerva is None else (len(text) - len(tail) + minerva[0], minerva[1])) if c
+    ]
+    if first:
+        return Located(max(first)[1])
+    for found in (_bare(tail), _phrase_answer(tail)):
+        if found is not None:
+            return Located(found)
+    return Located(None, tail) if tail.strip() else Located(None)
+
+
+def locate(completion: str, extraction: Extraction = "any") -> Located:
+    """Where ``completion`` states its final answer under ``extraction`` (see the module docstring).
+
+    With ``</think>``, ``"any"`` and ``"boxed"`` look after the *last* ``</think>`` first; if that part holds
+    no box (and, for ``"any"``, nothing math-verify could read: no digit, no formula), the last box of the
+    reasoning is used -- "the last box of the whole completion"."""
     if not isinstance(completion, str) or not completion:
-        return None
+        return Located(None)
+    if extraction not in EXTRACTIONS:
+        raise ValueError(f"extraction must be one of {', '.join(EXTRACTIONS)}; got {extraction!r}")
     try:
-        if before_think_close:
+        if extraction == "boxed_before_think":
             cut = completion.find(THINK_CLOSE)
-            return None if cut < 0 else _last_boxed(completion[:cut])
+            return Located(None if cut < 0 else _last_box(completion[:cut]))
         cut = completion.rfind(THINK_CLOSE)
-        if cut < 0:
-            return _last_boxed(completion) or _fallback_answer(completion)
-        tail = completion[cut + len(THINK_CLOSE) :]
-        return _last_boxed(tail) or _fallback_answer(tail) or _last_boxed(completion[:cut])
+        tail = completion if cut < 0 else completion[cut + len(THINK_CLOSE) :]
+        if extraction == "boxed":
+            found = _last_box(tail)
+            return Located(found if found is not None or cut < 0 else _last_box(completion[:cut]))
+        located = _any(tail)
+        if cut >= 0 and located.answer is None and not re.search(r"\d|\\\(|\$", tail):
+            reasoning = _last_box(completion[:cut])
+            if reasoning is not None:
+                return Located(reasoning)
+        return located
     except Exception:  # defensive: nothing above should raise, but a grader must not
-        logger.debug("extract_answer failed", exc_info=True)
-        return None
+        logger.debug("locate failed", exc_info=True)
+        return Located(None)

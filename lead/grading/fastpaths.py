@@ -17,7 +17,8 @@ from lead.grading.normalise import canon, has_percent
 
 _NUM = r"\d+(?:\.\d*)?|\.\d+"
 _PLAIN_NUM_RE = re.compile(rf"(?:{_NUM})")
-_THOUSANDS_RE = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_THOUSANDS_RE = re.compile(r"[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")  # a group never starts with 0
+_DECIMAL_COMMA_RE = re.compile(r"(0|\d{4,}),(\d+)")
 _SLASH_RE = re.compile(rf"(?P<a>{_NUM})/(?P<b>{_NUM})")
 _FRAC_RE = re.compile(rf"\\frac\{{(?P<a>[+-]?(?:{_NUM}))\}}\{{(?P<b>[+-]?(?:{_NUM}))\}}")
 _MIXED_RE = re.compile(r"(?P<n>\d+)\\frac\{(?P<a>\d+)\}\{(?P<b>\d+)\}")
@@ -44,6 +45,9 @@ def parse_number(clean: str) -> tuple[Fraction, bool] | None:
     try:
         if thousands_ok and _THOUSANDS_RE.fullmatch(c):
             c = c.replace(",", "")
+        decimal_comma = _DECIMAL_COMMA_RE.fullmatch(c)
+        if decimal_comma:  # 0,111 and 1000,99: no thousands grouping reads so (3,5 stays a list)
+            c = f"{decimal_comma.group(1)}.{decimal_comma.group(2)}"
         if _PLAIN_NUM_RE.fullmatch(c):
             return sign * Fraction(c), "." in c
         m = _SLASH_RE.fullmatch(c) or _FRAC_RE.fullmatch(c)

@@ -88,6 +88,7 @@ def clean_uncached(s: str) -> str:
     s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![A-Za-z])|\\degree(?![A-Za-z])", "", s)
     s = re.sub(r"\\?%", "", s)
     s = _TEXT_CMD_RE.sub(r"\\text{", s)
+    s = re.sub(r"\s*\\text\{\s*(?:and|or)\s*\}\s*", ", ", s)  # "6 \text{ and } 8": a list
     for rx in (_TEXT_UNIT_RE, _WORD_UNIT_RE):
         m = rx.fullmatch(s)
         if m:
@@ -100,10 +101,14 @@ def clean_uncached(s: str) -> str:
     s = re.sub(r"\\frac\s*(\d)\s*\{", r"\\frac{\1}{", s)
     s = re.sub(r"\\sqrt\s*(\d)", r"\\sqrt{\1}", s)
     s = re.sub(r"\s+", " ", s).strip().rstrip(".").strip()
-    m = _ASSIGN_RE.fullmatch(s)
-    if m and m.group("rhs").strip():
-        s = m.group("rhs").strip()
     return s.replace(_DBL_BACKSLASH, "\\\\")
+
+
+def drop_assignment(clean: str) -> str:
+    """``x = 5`` -> ``5``, ``x \\in [-2,7]`` -> ``[-2,7]``: the value of a one-variable assignment (compared
+    when the gold is a value, not an equation)."""
+    m = _ASSIGN_RE.fullmatch(clean)
+    return m.group("rhs").strip() if m and m.group("rhs").strip() else clean
 
 
 def canon(clean: str) -> str:

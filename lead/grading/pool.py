@@ -1,12 +1,12 @@
 """Worker processes for the sympy step: hard time limits that work from any thread.
 
-:func:`sympy_many` sends the pairs the fast paths left to a pool of worker *processes* (plain ``subprocess``
+:func:`serve_many` sends the pairs the fast paths left to a pool of worker *processes* (plain ``subprocess``
 children speaking JSON lines, shared by all calls, restarted when killed). Each worker bounds its own work
 with an interval timer, and the parent kills a worker that has not answered within ``timeout + 1 s`` (a hang
 inside a C-level big-integer operation ignores signals), then starts a replacement. Works from any thread
 (Prefect tasks, thread pools) and from daemonic processes. The pool serves one batch at a time: concurrent
 callers wait for the lock (each batch is bounded). If worker processes cannot be started at all, the sympy
-step runs in-process (:func:`lead.grading.verify.in_process_sympy_equal`), so callers still get an answer in
+step runs in-process (:func:`lead.grading.verify.in_process_serve`), so callers still get an answer in
 time.
 """
 
@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from lead.grading import verify as _verify
-from lead.grading.verify import TIMEOUT, UNPARSEABLE, in_process_sympy_equal
+from lead.grading.verify import TIMEOUT, UNPARSEABLE, Verdict, in_process_serve
 
 logger = logging.getLogger(__name__)
 
@@ -135,8 +135,9 @@ class WorkerPool:
         self.workers: list[_Worker] = []
         self.broken = False  # workers cannot be started here: callers use the in-process fallback
 
-    def run(self, requests: list[dict[str, Any]], timeout: float, workers: int) -> list[tuple[bool, str]]:
-        """Answer every request (``pred``/``gold`` or a test ``op``) with (equal, status); never raises."""
+    def run(self, requests: list[dict[str, Any]], timeout: float, workers: int) -> list[Verdict]:
+        """Answer every request (see :func:`serve_many`; or a test ``op``) with (equal, status, answer);
+        never raises."""
         with self.lock:
             try:
                 return self._run(requests, timeout, max(1, workers))
@@ -146,7 +147,9 @@ class WorkerPool:
                     w.kill()
                 self.workers = []
                 return [
-                    in_process_sympy_equal(r["pred"], r["gold"], timeout) if "pred" in r else (False, TIMEOUT)
+                    in_process_serve(r, timeout)
+                    if "op" not in r or r["op"] == "parse"
+                    else (False, TIMEOUT, None)
                     for r in requests
                 ]
 
@@ -160,9 +163,9 @@ class WorkerPool:
         self.workers.append(w)
         return w
 
-    def _run(self, requests: list[dict[str, Any]], timeout: float, n_workers: int) -> list[tuple[bool, str]]:
+    def _run(self, requests: list[dict[str, Any]], timeout: float, n_workers: int) -> list[Verdict]:
         n = len(requests)
-        results: list[tuple[bool, str] | None] = [None] * n
+        results: list[Verdict | None] = [None] * n
         pending = collections.deque(range(n))
         startup_failures = 0
         for w in self.workers:
@@ -193,7 +196,7 @@ class WorkerPool:
                 msgs = w.read()
                 if msgs is None:  # the child died (crash, memory limit, failed import)
                     if w.state == "busy" and w.task is not None:
-                        results[w.task] = (False, UNPARSEABLE)
+                        results[w.task] = (False, UNPARSEABLE, None)
                     elif w.state == "starting":
                         startup_failures += 1
                     w.kill()
@@ -206,14 +209,15 @@ class WorkerPool:
                         startup_failures += 1
                         w.kill()
                     elif w.state == "busy" and msg.get("id") == w.task:
-                        results[w.task] = (bool(msg.get("eq")), str(msg.get("status", UNPARSEABLE)))
+                        status = str(msg.get("status", UNPARSEABLE))
+                        results[w.task] = (bool(msg.get("eq")), status, msg.get("answer"))
                         w.state, w.task = "idle", None
                         w.done += 1
             now = time.monotonic()
             for w in active:
                 if w.state in ("starting", "busy") and now >= w.deadline:
                     if w.state == "busy" and w.task is not None:
-                        results[w.task] = (False, TIMEOUT)  # hard limit: killed, counted as a timeout
+                        results[w.task] = (False, TIMEOUT, None)  # hard limit: killed, counted as a timeout
                     else:
                         startup_failures += 1
                     w.kill()
@@ -233,11 +237,11 @@ class WorkerPool:
                 break
         for idx in pending:  # workers unusable: bounded in-process fallback
             req = requests[idx]
-            if "pred" in req:
-                results[idx] = in_process_sympy_equal(req["pred"], req["gold"], timeout)
+            if "op" not in req or req["op"] == "parse":
+                results[idx] = in_process_serve(req, timeout)
             else:
-                results[idx] = (False, TIMEOUT)
-        return [r if r is not None else (False, UNPARSEABLE) for r in results]
+                results[idx] = (False, TIMEOUT, None)
+        return [r if r is not None else (False, UNPARSEABLE, None) for r in results]
 
     def _n_busy(self) -> int:
         return sum(w.state == "busy" for w in self.workers)
@@ -277,12 +281,13 @@ def _default_workers(n_jobs: int) -> int:
     return max(1, min(n_jobs, os.cpu_count() or 1, 8))
 
 
-def sympy_many(pairs: list[tuple[str, str]], timeout: float, workers: int | None) -> list[tuple[bool, str]]:
-    """math-verify on (pred_clean, gold_clean) pairs in worker processes, hard-limited per item."""
-    if not pairs:
+def serve_many(requests: list[dict[str, Any]], timeout: float, workers: int | None) -> list[Verdict]:
+    """math-verify requests (``{"pred", "gold"}`` sources, or ``{"op": "parse", "source"}``) in worker
+    processes, hard-limited per item."""
+    if not requests:
         return []
     pool = shared_pool()
-    n_workers = workers if workers is not None else _default_workers(len(pairs))
+    n_workers = workers if workers is not None else _default_workers(len(requests))
     if pool.broken:
-        return [in_process_sympy_equal(p, g, timeout) for p, g in pairs]
-    return pool.run([{"pred": p, "gold": g} for p, g in pairs], timeout, n_workers)
+        return [in_process_serve(r, timeout) for r in requests]
+    return pool.run(requests, timeout, n_workers)

@@ -4,12 +4,21 @@ Standalone on purpose: a worker process (:mod:`lead.grading.pool`) loads this fi
 importing the ``lead`` package, and serves requests with :func:`worker_main`. Nothing here imports from the
 rest of the package.
 
-* :func:`sympy_equal` -- ``verify(parse(gold), parse(pred))`` on two cleaned, guarded answers, gold first,
-  with set/inequality comparison switched on only when the gold is unmistakably an interval (``[``, ``]``,
-  ``\infty``, ``\cup``), so that the ordered pair ``(2,4)`` never equals ``2 < x < 4``;
-* :func:`bounded_sympy_equal` -- the same under our own ``setitimer`` alarm (math-verify's ``signal.alarm``
-  timeouts are switched off: they are silently disabled off the main thread);
-* :func:`in_process_sympy_equal` -- the alarm on the main thread, else a daemon thread abandoned on timeout.
+A *source* is what math-verify parses: a cleaned answer in ``$...$``, a plain number as written, or, when
+string work found no answer (:mod:`lead.grading.extract`), the end of the text itself, so that
+math-verify's own extraction (final-answer phrases, LaTeX spans, the last number) decides.
+
+* :func:`sympy_equal` -- ``verify(parse(gold), parse(pred))``, gold first, with set/inequality comparison
+  switched on only when the gold is unmistakably an interval (``[``, ``]``, ``\infty``, ``\cup``), so that
+  the ordered pair ``(2,4)`` never equals ``2 < x < 4``. Floats are compared to 12 decimals (math-verify's
+  default is 6): a decimal equals a number only when it is that number to machine precision
+  (``0.0833333333333333`` is 1/12, ``0.33`` is not 1/3) -- approximations are wrong answers;
+* :func:`parse_ok` -- whether math-verify parses a source (curation's "gradable gold" check, and the answer
+  string of a text under the ``"any"`` rule);
+* :func:`serve` answers one request of either kind; :func:`bounded_serve` the same under our own
+  ``setitimer`` alarm (math-verify's ``signal.alarm`` timeouts are switched off: they are silently disabled
+  off the main thread); :func:`in_process_serve` the alarm on the main thread, else a daemon thread
+  abandoned on timeout.
 """
 
 from __future__ import annotations
@@ -63,21 +72,46 @@ def _math_verify() -> tuple[Any, ...]:
     return _MV
 
 
+FLOAT_ROUNDING = 12  # decimals compared: machine precision, not an approximation
+
+
 def _interval_like(clean: str) -> bool:
     return bool(re.search(r"\\infty|\\cup|\[|\]", clean))
 
 
-def sympy_equal(pred_clean: str, gold_clean: str) -> tuple[bool, str]:
-    """math-verify on two cleaned, guarded answers (no time limit of its own). Gold first."""
+def _answer_text(parsed: list[Any]) -> str | None:
+    """The answer string math-verify extracted (the string it keeps beside the sympy object)."""
+    texts = [p for p in parsed if isinstance(p, str)]
+    if texts:
+        return texts[-1]
+    return str(parsed[0]) if parsed else None
+
+
+def sympy_equal(pred_source: str, gold_source: str) -> tuple[bool, str, str | None]:
+    """math-verify on two sources (no time limit of its own), gold first: (equal, status, the prediction's
+    answer string as math-verify extracted it)."""
     parse, verify, configs, sympy_types = _math_verify()
-    gold = parse(f"${gold_clean}$", extraction_config=configs, parsing_timeout=None)
+    gold = parse(gold_source, extraction_config=configs, parsing_timeout=None)
+    pred = parse(pred_source, extraction_config=configs, parsing_timeout=None)
+    answer = _answer_text(pred)
     if not any(isinstance(g, sympy_types) for g in gold):
-        return False, UNPARSEABLE
-    pred = parse(f"${pred_clean}$", extraction_config=configs, parsing_timeout=None)
+        return False, UNPARSEABLE, answer
+    if not pred:
+        return False, NO_ANSWER, None
     if not any(isinstance(p, sympy_types) for p in pred):
-        return False, UNPARSEABLE
-    ok = verify(gold, pred, timeout_seconds=None, allow_set_relation_comp=_interval_like(gold_clean))
-    return bool(ok), VERIFIED
+        return False, UNPARSEABLE, answer
+    interval = _interval_like(_answer_text(gold) or gold_source)
+    ok = verify(
+        gold, pred, float_rounding=FLOAT_ROUNDING, timeout_seconds=None, allow_set_relation_comp=interval
+    )
+    return bool(ok), VERIFIED, answer
+
+
+def parse_ok(source: str) -> tuple[bool, str | None]:
+    """Whether math-verify parses ``source`` into a value, and the answer string it extracted."""
+    parse, _, configs, sympy_types = _math_verify()
+    parsed = parse(source, extraction_config=configs, parsing_timeout=None)
+    return any(isinstance(p, sympy_types) for p in parsed), _answer_text(parsed)
 
 
 def can_use_alarm() -> bool:
@@ -113,38 +147,51 @@ def _alarm(seconds: float) -> Iterator[None]:
                 continue
 
 
-def bounded_sympy_equal(pred_clean: str, gold_clean: str, timeout: float) -> tuple[bool, str]:
-    """sympy_equal under an in-process alarm. Main thread only (the caller checks)."""
+Verdict = tuple[bool, str, "str | None"]  # (equal / parsed, status, the answer string math-verify extracted)
+
+
+def serve(request: dict[str, Any]) -> Verdict:
+    """One request, no time limit of its own: ``{"pred", "gold"}`` sources -> :func:`sympy_equal`;
+    ``{"op": "parse", "source"}`` -> whether it parses, and its answer string (:func:`parse_ok`)."""
+    if request.get("op") == "parse":
+        ok, answer = parse_ok(request["source"])
+        return ok, (VERIFIED if ok else (UNPARSEABLE if answer else NO_ANSWER)), answer
+    return sympy_equal(request["pred"], request["gold"])
+
+
+def bounded_serve(request: dict[str, Any], timeout: float) -> Verdict:
+    """:func:`serve` under an in-process alarm. Main thread only (the caller checks)."""
     try:
         with _alarm(timeout):
-            return sympy_equal(pred_clean, gold_clean)
+            return serve(request)
     except _SoftTimeout:
-        return False, TIMEOUT
+        return False, TIMEOUT, None
     except Exception:
         logger.debug("math-verify failed", exc_info=True)
-        return False, UNPARSEABLE
+        return False, UNPARSEABLE, None
 
 
-def thread_bounded_sympy_equal(pred_clean: str, gold_clean: str, timeout: float) -> tuple[bool, str]:
+def thread_bounded_serve(request: dict[str, Any], timeout: float) -> Verdict:
     """Last resort off the main thread without worker processes: a daemon thread abandoned on timeout."""
-    box: list[tuple[bool, str]] = []
+    box: list[Verdict] = []
 
     def run() -> None:
         try:
-            box.append(sympy_equal(pred_clean, gold_clean))
+            box.append(serve(request))
         except Exception:
-            box.append((False, UNPARSEABLE))
+            box.append((False, UNPARSEABLE, None))
 
     t = threading.Thread(target=run, name="lead-grading-fallback", daemon=True)
     t.start()
     t.join(timeout)
-    return box[0] if box else (False, TIMEOUT)
+    return box[0] if box else (False, TIMEOUT, None)
 
 
-def in_process_sympy_equal(pred_clean: str, gold_clean: str, timeout: float) -> tuple[bool, str]:
+def in_process_serve(request: dict[str, Any], timeout: float) -> Verdict:
+    """:func:`serve` bounded in this process: the alarm on the main thread, else a daemon thread."""
     if can_use_alarm():
-        return bounded_sympy_equal(pred_clean, gold_clean, timeout)
-    return thread_bounded_sympy_equal(pred_clean, gold_clean, timeout)
+        return bounded_serve(request, timeout)
+    return thread_bounded_serve(request, timeout)
 
 
 def worker_main() -> None:
@@ -169,7 +216,7 @@ def worker_main() -> None:
         pass
     try:
         _math_verify()
-        sympy_equal("1", "1")  # warm the parser so the first real item is not charged for it
+        sympy_equal("$1$", "$1$")  # warm the parser so the first real item is not charged for it
     except BaseException as exc:
         send({"error": repr(exc)})
         return
@@ -186,7 +233,8 @@ def worker_main() -> None:
                 time.sleep(float(req.get("seconds", 3600)))
                 send({"id": req["id"], "eq": False, "status": VERIFIED})
                 continue
-            ok, status = bounded_sympy_equal(req["pred"], req["gold"], float(req["timeout"]))
+            ok, status, answer = bounded_serve(req, float(req["timeout"]))
         except Exception:
-            ok, status = False, UNPARSEABLE
-        send({"id": req.get("id") if isinstance(req, dict) else None, "eq": ok, "status": status})
+            ok, status, answer = False, UNPARSEABLE, None
+        reply = {"id": req.get("id") if isinstance(req, dict) else None, "eq": ok, "status": status}
+        send({**reply, "answer": answer})

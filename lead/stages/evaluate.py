@@ -3,7 +3,9 @@
 For each benchmark in ``evaluate.benchmarks`` (:mod:`lead.benchmarks`; the first ``evaluate.max_problems``
 problems of each, or all), every problem is rendered with the model's chat template (problem + the
 instruction suffix), sampled ``evaluate.samples`` times through :func:`lead.sampling.make_sampler`, and each
-completion graded by :func:`lead.grading.grade_batch_with_stats` (default extraction rule). The metrics are
+completion graded by :func:`lead.grading.grade_batch_detailed` with the ``"any"`` extraction rule
+(math-verify's priority list; recorded as ``<benchmark>.extraction``), which also gives the answer each
+verdict was judged by (recorded per sample, voted on for Cons@n). The metrics are
 :mod:`lead.evaluation`'s: Pass@k, Cons@n over answer equivalence classes, Len_avg (all / correct /
 incorrect), truncation rate, a token-budget sweep and, where a benchmark has levels, a difficulty-band table.
 
@@ -52,6 +54,7 @@ ACCURACY_PLOT = "accuracy_vs_length.png"
 BUDGET_PLOT = "budget_curve.png"
 OUTPUTS = (RECORDS, METRICS, ACCURACY_PLOT, BUDGET_PLOT)  # one generation, named by the manifest
 PIPELINE_MODELS = ("warmstart", "train", "train_stage2")  # evaluate.model names whose stage publishes them
+EXTRACTION = "any"  # the grader's full priority list (math-verify's), as the field evaluates
 GRADER_STATS = ("fast_path", "verified", "no_answer", "unparseable", "timeouts")
 
 
@@ -83,6 +86,9 @@ def seed_summary(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
         values = [v[key] for v in per_seed]
         if any(v is None for v in values):
             out[key] = None
+            continue
+        if not all(isinstance(v, int | float) for v in values):  # a label such as the extraction rule
+            out[key] = values[0] if len(set(values)) == 1 else None
             continue
         out[key] = statistics.fmean(values)
         if key.startswith(("pass_at_", "cons_at_", "len_avg")):
@@ -135,13 +141,15 @@ def _prepare(
 def _score_benchmark(name: str, bench: _Prepared, groups: list[list[Any]], n: int):
     """Grade the sampled groups; per-sample records, the evaluation's ProblemSamples and the grader stats."""
     from lead.evaluation import ProblemSamples, Sample
-    from lead.grading import extract_answer, grade_batch_with_stats
+    from lead.grading import grade_batch_detailed
 
     sampled = [p for p, fit in zip(bench.problems, bench.fits, strict=True) if fit]
     flat = [c for group in groups for c in group]
     golds = [p.answer for p, group in zip(sampled, groups, strict=True) for _ in group]
-    verdicts, stats = grade_batch_with_stats([c.text for c in flat], golds)
-    answers = [extract_answer(c.text) for c in flat]
+    # One pass: each verdict with the answer it was judged by (the records and Cons@n use the same answers).
+    graded, stats = grade_batch_detailed([c.text for c in flat], golds, extraction=EXTRACTION)
+    verdicts = [g.correct for g in graded]
+    answers = [g.answer for g in graded]
     records, problems = [], []
     position = 0
     for problem, fit in zip(bench.problems, bench.fits, strict=True):
@@ -328,6 +336,7 @@ def run(params: Params) -> dict[str, Any]:
                 equal = cached_equal()
                 values = benchmark_metrics(problems, budgets=ev.budgets, equal=equal)
                 values["over_context"] = sum(not f for f in bench.fits)
+                values["extraction"] = EXTRACTION
                 values.update({f"grader_{k}": getattr(stats, k) for k in GRADER_STATS})
                 per_seed.append(values)
                 if repeat == 0:  # plots show the first seed
@@ -340,8 +349,8 @@ def run(params: Params) -> dict[str, Any]:
         _write_records(out / RECORDS, records)
         write_json(out / METRICS, metrics)
         _plots(out, scored, sweeps, ev.samples)
-        mlflow.set_tag("model_fingerprint", fingerprint)
-        mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None})
+        mlflow.set_tags({"model_fingerprint": fingerprint, "grader.extraction": EXTRACTION})
+        mlflow.log_metrics({k: float(v) for k, v in metrics.items() if isinstance(v, int | float)})
         mlflow.log_metric("seconds", seconds)
         mlflow.log_artifacts(str(out), artifact_path="evaluate")
     # Published only now that the MLflow run holds the same figures and has finished.

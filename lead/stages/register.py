@@ -198,9 +198,10 @@ def evidence(params: Params, client) -> Evidence:
     metrics = json.loads(content)
     run = client.get_run(evaluated["mlflow_run_id"])
     logged = run.data.metrics
-    differ = sorted(
-        k for k, v in metrics.items() if v is not None and not math.isclose(logged.get(k, math.nan), float(v))
-    )
+    numbers = {
+        k: float(v) for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    differ = sorted(k for k, v in numbers.items() if not math.isclose(logged.get(k, math.nan), v))
     if run.info.status != "FINISHED" or differ:
         raise StaleOutputError(
             f"evaluate run {run.info.run_id} ({run.info.status}) does not hold the figures of {metrics_path}"

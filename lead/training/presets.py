@@ -3,8 +3,8 @@
 =====================  ==============  ===================  ===================================
 knob                   ``faithful``    ``paper``            ``improved``
 =====================  ==============  ===================  ===================================
-answer graded          last box before last box of the       last box of the completion
-                       ``</think>``    completion
+answer graded          last box before last box (after the   last box (after the
+(``extraction``)       ``</think>``    last ``</think>``)    last ``</think>``)
 outcome table          1 / -1 / 0 / -2 correct / incorrect   1 / -1 / -1 / -2 (a cut-off answer
 (correct/wrong/        (cut-off = 0)   only: 1 / -1 / -1 /   no longer beats a wrong one)
 unfinished/degen.)                     -1
@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from lead.config import TrainParams
+from lead.grading.extract import Extraction
 
 Truncation = Literal["unfinished", "wrong", "mask"]
 
@@ -54,7 +55,9 @@ class LeadSettings:
     reweight: bool = True
     drop_uninformative: bool = True
     scale_by_std: bool = True
-    before_think_close: bool = False  # the reference code grades the last \boxed{} before </think>
+    # Where the reward looks for the answer (lead.grading.extract): the paper's rule is the last box; the
+    # reference code's, the last box before the first </think>.
+    extraction: Extraction = "boxed"
     truncation: Truncation = "unfinished"  # how a completion cut at the token limit is scored
     # The paper's later stage penalizes repeated n-grams in any completion: a loop is then DEGENERATE even when
     # the completion finished (the reference code only checks unfinished ones), and scores ``degenerate``.
@@ -63,7 +66,7 @@ class LeadSettings:
 
 PRESETS: dict[str, dict[str, Any]] = {
     "faithful": {
-        "grade_before_think_close": True,
+        "extraction": "boxed_before_think",
         "outcomes": (1.0, -1.0, 0.0, -2.0),
         "length_gate_tokens": 4000,
         "truncation": "unfinished",
@@ -74,7 +77,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "vllm_importance_sampling_correction": False,
     },
     "paper": {
-        "grade_before_think_close": False,
+        "extraction": "boxed",
         "outcomes": (1.0, -1.0, -1.0, -1.0),
         "length_gate_tokens": 0,
         "truncation": "unfinished",
@@ -85,7 +88,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "vllm_importance_sampling_correction": False,
     },
     "improved": {
-        "grade_before_think_close": False,
+        "extraction": "boxed",
         "outcomes": (1.0, -1.0, -1.0, -2.0),
         "length_gate_tokens": 0,
         "truncation": "wrong",
@@ -148,7 +151,7 @@ def resolve(train: TrainParams) -> Resolved:
         degenerate=degenerate,
         reweight=train.reweight,
         drop_uninformative=train.drop_uninformative,
-        before_think_close=pick("grade_before_think_close"),
+        extraction=pick("extraction"),
         truncation=truncation,
         loops_anywhere=train.repetition_penalty is not None,
         # Dr. GRPO (Liu et al. 2025) drops the std scaling of the advantage as well as the length normalisation.

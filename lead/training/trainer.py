@@ -46,9 +46,7 @@ def classify(
     texts: Sequence[str], golds: Sequence[str], truncated: Sequence[bool], settings: LeadSettings
 ) -> list[Outcome]:
     """Grade and classify a list of completions (one grader call for the whole list)."""
-    verdicts = grade_batch(
-        list(texts), [str(g) for g in golds], before_think_close=settings.before_think_close
-    )
+    verdicts = grade_batch(list(texts), [str(g) for g in golds], extraction=settings.extraction)
     out = []
     for text, ok, cut in zip(texts, verdicts, truncated, strict=True):
         # "wrong" truncation: a cut-off completion is graded like any other (no answer → wrong).

@@ -104,11 +104,18 @@ def test_normalize_answer(raw, expected, rules):
         ("(3, \\frac{\\pi}{2})", None),
         ("2019!", "huge factorial"),
         ("$ $", ""),
+        # Unparseable golds a careless source holds: no reward could ever be earned on them.
+        ("\\frac{1}{", "cannot parse"),
+        ("}}}{{{\\\\", ""),
+        (r"\text{Evelyn}", None),
+        ("x \\in [-2,7]", None),
     ],
 )
-def test_ungradable_answer(gold, reason):
-    got = curation.ungradable_reason(gold)
-    assert (got is None) == (reason is None)
+def test_gradable_gold_is_the_graders_own_parse(gold, reason):
+    from lead.grading import gold_problem
+
+    got = gold_problem(gold)
+    assert (got is None) == (reason is None), got
     if reason:
         assert reason in got
 

@@ -10,7 +10,7 @@ def test_faithful_is_the_reference_code():
     r = resolve(TrainParams(preset="faithful"))
     s = r.lead
     assert (s.correct, s.wrong, s.unfinished, s.degenerate) == (1.0, -1.0, 0.0, -2.0)
-    assert s.before_think_close and s.length_gate == 4000 and s.alpha == 0.05 and s.reweight
+    assert s.extraction == "boxed_before_think" and s.length_gate == 4000 and s.alpha == 0.05 and s.reweight
     assert (r.loss_type, r.learning_rate, r.entropy_coef, r.epsilon_high) == ("grpo", 1e-6, 0.001, 0.2)
     assert not r.mask_truncated
 
@@ -18,7 +18,7 @@ def test_faithful_is_the_reference_code():
 def test_paper_scores_only_correct_or_incorrect_and_has_no_gate():
     s = resolve(TrainParams(preset="paper")).lead
     assert (s.wrong, s.unfinished, s.degenerate) == (-1.0, -1.0, -1.0)
-    assert s.length_gate is None and not s.before_think_close
+    assert s.length_gate is None and s.extraction == "boxed"
 
 
 def test_improved_scores_truncation_as_wrong_with_dapo_and_clip_higher():
