@@ -114,7 +114,10 @@ def _timeout(timeout: float) -> float:
 
 
 # One number as a model writes it: math-verify's own number rules read it best (1000,99 7,425,000 1 000).
-_PLAIN_NUMBER_RE = re.compile(r"[-+]?(?:[1-9]\d{0,2}(?:[, ]\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?|\.\d+)\s*%?")
+# A decimal comma only where no list reads so (0,5 and 1000,99; 3,5 is a list).
+_PLAIN_NUMBER_RE = re.compile(
+    r"[-+]?(?:[1-9]\d{0,2}(?:[, ]\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|(?:0|\d{4,}),\d+|\.\d+)\s*%?"
+)
 
 
 def _source(answer: str, cleaned: str) -> str:

@@ -52,7 +52,7 @@ _PHRASE_RE = re.compile(
     r"(?:final\s+answer\s*(?:is)?|\bthe\s+answer\s+is|\banswer\s*:|\*\*\s*(?:final\s+)?answer\s*:?\s*\*\*"
     r"|la\s+r[ée]ponse\s+(?:finale\s+)?est|la\s+respuesta\s+(?:final\s+)?es|die\s+(?:endg[üu]ltige\s+)?antwort"
     r"\s+ist|la\s+risposta\s+(?:finale\s+)?[èe]|a\s+resposta\s+(?:final\s+)?[ée]|ответ\s*:|答案[是为:：]"
-    r"|最终答案[是为:：]?)\s*:?\s*",
+    r"|最终答案[是为:：]?|\banswer\b)\s*:?\s*",
     re.I,
 )
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
@@ -221,7 +221,10 @@ def _minerva(text: str) -> tuple[int, str] | None:
     found = None
     for found in _MINERVA_RE.finditer(text):  # noqa: B007 (the last match is wanted)
         pass
-    return None if found is None else (found.end(), _unwrap(found.group("answer")))
+    if found is None:
+        return None
+    answer = _unwrap(found.group("answer"))
+    return found.end(), _last_box(answer) or answer  # "the final answer is $\boxed{5}$. I hope ..." is 5
 
 
 def _any(text: str) -> Located:

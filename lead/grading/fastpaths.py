@@ -3,8 +3,9 @@ r"""Fast paths: exact decisions without sympy -- ``True``, ``False``, or ``None`
 Equal canonical strings; multiple-choice letters (``\text{(C)}`` = ``C`` = ``(C)``); ``\text{}`` word answers
 (case-insensitive, and decisive: sympy would read ``Evelyn`` as a product of commuting symbols); numbers as
 exact fractions (AIME ``025`` = ``25``, AMC ``27.0`` = ``27``, ``\frac12`` = ``0.5`` = ``1/2``, mixed numbers,
-``6.72\times10^{-5}``, percent as ``p`` or ``p/100``); base-n numbers (``52_8``); unordered lists (``1,-2`` =
-``-2, 1``) and ordered tuples / intervals (``(1,2)`` != ``(2,1)``, ``(3,4]`` != ``(3,4)``) of numbers.
+``6.72\times10^{-5}``, repeating decimals ``0.1\overline{6}`` = 1/6, decimal commas where no thousands
+grouping reads so: ``0,5``, ``1000,99``; percent as ``p`` or ``p/100``); base-n numbers (``52_8``); unordered
+lists (``1,-2`` = ``-2, 1``) and ordered tuples / intervals (``(1,2)`` != ``(2,1)``, ``(3,4]`` != ``(3,4)``) of numbers.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ _NUM = r"\d+(?:\.\d*)?|\.\d+"
 _PLAIN_NUM_RE = re.compile(rf"(?:{_NUM})")
 _THOUSANDS_RE = re.compile(r"[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")  # a group never starts with 0
 _DECIMAL_COMMA_RE = re.compile(r"(0|\d{4,}),(\d+)")
+_REPEATING_RE = re.compile(r"(?P<i>\d*)\.(?P<f>\d*)\\overline\{?(?P<r>\d+)\}?")  # 0.1\overline{6} = 1/6
 _SLASH_RE = re.compile(rf"(?P<a>{_NUM})/(?P<b>{_NUM})")
 _FRAC_RE = re.compile(rf"\\frac\{{(?P<a>[+-]?(?:{_NUM}))\}}\{{(?P<b>[+-]?(?:{_NUM}))\}}")
 _MIXED_RE = re.compile(r"(?P<n>\d+)\\frac\{(?P<a>\d+)\}\{(?P<b>\d+)\}")
@@ -54,6 +56,13 @@ def parse_number(clean: str) -> tuple[Fraction, bool] | None:
         if m:
             a, b = Fraction(m.group("a")), Fraction(m.group("b"))
             return None if b == 0 else (sign * a / b, "." in c)
+        m = _REPEATING_RE.fullmatch(c)
+        if m:  # i.f(rrr...) = i + f / 10^|f| + r / (10^|f| (10^|r| - 1)): exact, so not a decimal
+            head = Fraction(int(m.group("i") or 0)) + Fraction(
+                int(m.group("f") or 0), 10 ** len(m.group("f"))
+            )
+            tail = Fraction(int(m.group("r")), 10 ** len(m.group("f")) * (10 ** len(m.group("r")) - 1))
+            return sign * (head + tail), False
         m = _MIXED_RE.fullmatch(c)
         if m and int(m.group("b")) != 0:
             return sign * (int(m.group("n")) + Fraction(int(m.group("a")), int(m.group("b")))), False

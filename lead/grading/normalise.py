@@ -30,6 +30,12 @@ _UNICODE_MAP = {
     "\u2229": r"\cap ",
     "\u00b1": r"\pm ",
     "\u00a0": " ",
+    "\u00a2": " cents",  # ¢
+    "\u20ac": " ",  # € (a currency sign, like \$)
+    "\u00a3": " ",  # £
+    "\u00a5": " ",  # ¥
+    "\u00b2": "^2",  # m²
+    "\u00b3": "^3",
     "\u2009": " ",
     "\u202f": " ",
     "\u200b": "",
@@ -41,7 +47,8 @@ _DBL_BACKSLASH = "\x00"  # placeholder for `\\` (matrix rows) while single-backs
 _UNIT_WORDS = (
     r"(?:(?:square|sq\.?|cubic)\s+)?(?:units?|cm|mm|km|meters?|metres?|centimeters?|kilometers?|inch(?:es)?"
     r"|feet|foot|ft|yards?|miles?|mph|kg|grams?|pounds?|lbs?|ounces?|oz|liters?|litres?|gallons?|degrees?"
-    r"|cents?|dollars?|seconds?|sec|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?)"
+    r"|cents?|dollars?|euros?|seconds?|sec|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?"
+    r"|m(?=\s*\^\s*\{?\s*[23]))"  # metres only with a power (5m alone may be 5 times m)
 )
 _TEXT_UNIT_RE = re.compile(
     r"(?P<body>.*?[0-9}])\s*\\text\{\s*(?P<unit>[A-Za-z][A-Za-z .]*)\}(?:\s*\^\s*\{?\s*[23]\s*\}?)?\s*",
@@ -50,13 +57,19 @@ _TEXT_UNIT_RE = re.compile(
 _WORD_UNIT_RE = re.compile(
     rf"(?P<body>.*?[0-9}}])\s*{_UNIT_WORDS}\.?(?:\s*\^\s*\{{?\s*[23]\s*\}}?)?\s*", re.S
 )
-_TEXT_CMD_RE = re.compile(r"\\(?:textbf|textrm|textit|textup|texttt|textsf|mathrm|mathbf|mathit|mbox|hbox)\{")
+_TEXT_CMD_RE = re.compile(
+    r"\\(?:textbf|textrm|textit|textup|texttt|textsf|textnormal|mathrm|mathbf|mathit|mbox|hbox)\{"
+)
 _TEXT_WRAP_RE = re.compile(r"\\text\{([^{}]*)\}")
 _ASSIGN_RE = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|\\in(?![A-Za-z]))\s*(?P<rhs>[^=]+)", re.S)
 
 
+_PERCENT_RE = re.compile(r"\\?%|(?<=[\d}\s])(?:percent(?:age)?|pct)\b", re.I)
+
+
 def has_percent(s: str) -> bool:
-    return "%" in s
+    """Whether an answer is written as a percentage (``28\\%``, ``28 percent``, ``28 pct``)."""
+    return _PERCENT_RE.search(s) is not None
 
 
 def clean(s: str) -> str:
@@ -74,7 +87,7 @@ def clean_uncached(s: str) -> str:
     s = _CONTROL_RE.sub(" ", s.translate(_UNICODE_TABLE)).strip()
     # Thousands separators written with LaTeX spacing, before spacing commands become plain spaces.
     s = re.sub(r"(\d),\s*\\!\s*(?=\d{3}(?!\d))", r"\1,", s)
-    s = re.sub(r"(\d)\{,\}(?=\d{3}(?!\d))", r"\1,", s)
+    s = re.sub(r"(\d)\s*\{\s*,\s*\}\s*(?=\d{3}(?!\d))", r"\1,", s)
     s = re.sub(r"(\d)\\[,;: ](?=\d{3}(?!\d))", r"\1", s)
     s = s.replace("\\$", " ")  # currency
     s = s.replace("\\\\", _DBL_BACKSLASH)
@@ -84,11 +97,12 @@ def clean_uncached(s: str) -> str:
     s = re.sub(r"\\(?:[bB]igg?[lr]?)(?![A-Za-z])", "", s)
     s = re.sub(r"\\(?:displaystyle|textstyle|scriptstyle)(?![A-Za-z])", "", s)
     s = re.sub(r"\\(?:[!,;: ]|q?quad(?![A-Za-z]))|~", " ", s)
-    s = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", s)
+    s = re.sub(r"\\[dtc]frac(?![A-Za-z])", r"\\frac", s)
     s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![A-Za-z])|\\degree(?![A-Za-z])", "", s)
-    s = re.sub(r"\\?%", "", s)
+    s = _PERCENT_RE.sub("", s)
     s = _TEXT_CMD_RE.sub(r"\\text{", s)
     s = re.sub(r"\s*\\text\{\s*(?:and|or)\s*\}\s*", ", ", s)  # "6 \text{ and } 8": a list
+    s = re.sub(r"(?<=[\d}])\s+and\s+(?=[-\d\\])", ", ", s)  # "12 and 13": a list
     for rx in (_TEXT_UNIT_RE, _WORD_UNIT_RE):
         m = rx.fullmatch(s)
         if m:

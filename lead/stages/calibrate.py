@@ -5,8 +5,8 @@ current model (``<paths.models>/warmstart``, or ``model.base`` when ``warmstart.
 user message problem + ``model.prompt_suffix`` in the model's chat template, through
 :func:`lead.sampling.make_sampler` — or, with ``calibrate.server`` set, a running generation server that
 serves this very model (``lead serve``, :class:`lead.sampling.ServerSampler`: no engine start per run) —,
-grade them with the one grader (:func:`lead.grading.grade_batch_with_stats`, evaluation rule: last box of the
-completion / after ``</think>``), and summarise them with :func:`lead.difficulty.calibrate_problem`:
+grade them with the one grader (:func:`lead.grading.grade_batch_with_stats`, evaluation's ``"any"``
+extraction rule, recorded in the summary), and summarise them with :func:`lead.difficulty.calibrate_problem`:
 c correct, pass rate p = c/k, 95 % Wilson interval, mean length.
 
 Outputs
@@ -71,6 +71,7 @@ CACHE_NAME = "calibration_cache.jsonl"
 OUTPUT_NAME = "calibrated.parquet"
 REPORT_DIR = "calibrate"
 REPORT_FILES = ("summary.json", "histogram.csv", "pass_rate_histogram.png")
+EXTRACTION = "any"  # a pass rate is measured as evaluation measures: the grader's full priority list
 # Columns added to the pool: the per-problem record (lead.difficulty.ProblemCalibration), then band and keep.
 RECORD_COLUMNS = tuple(f.name for f in fields(difficulty.ProblemCalibration))
 
@@ -180,6 +181,7 @@ def settings(params: Params, fingerprint: str, backend: str) -> dict[str, Any]:
         "seed_rule": sampling.SEED_RULE,
         # A verdict depends on the grader: any edit of lead/grading re-grades (conservative, never stale).
         "grader": code_fingerprint(["lead.grading"]),
+        "extraction": EXTRACTION,
     }
 
 
@@ -332,7 +334,7 @@ def _sample_chunks(params, sampler, todo, settings_hash, cache, header):
                 )
             texts = [c.text for g in groups for c in g]
             golds = [answer for _, _, answer in chunk for _ in range(cfg.samples)]
-            verdicts, chunk_stats = grade_batch_with_stats(texts, golds)
+            verdicts, chunk_stats = grade_batch_with_stats(texts, golds, extraction=EXTRACTION)
             stats = stats.merge(chunk_stats)
             rows = [
                 {
@@ -466,6 +468,7 @@ def calibrate_pool(
         "model": cal.model,
         "settings": cal.settings,
         "grader": asdict(cal.grader),
+        "extraction": EXTRACTION,
     }
     reports = target.reports
     write_json(reports / "summary.json", summary)
