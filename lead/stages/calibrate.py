@@ -5,9 +5,10 @@ current model (``<paths.models>/warmstart``, or ``model.base`` when ``warmstart.
 user message problem + ``model.prompt_suffix`` in the model's chat template, through
 :func:`lead.sampling.make_sampler` — or, with ``calibrate.server`` set, a running generation server that
 serves this very model (``lead serve``, :class:`lead.sampling.ServerSampler`: no engine start per run) —,
-grade them with the one grader (:func:`lead.grading.grade_batch_with_stats`, evaluation's ``"any"``
-extraction rule, recorded in the summary), and summarise them with :func:`lead.difficulty.calibrate_problem`:
-c correct, pass rate p = c/k, 95 % Wilson interval, mean length.
+grade them with the one grader (:func:`lead.grading.grade_batch_with_stats`) under the *reward's* extraction
+rule (``train.extraction`` or the preset's, :func:`reward_extraction`; recorded in the summary), and
+summarise them with :func:`lead.difficulty.calibrate_problem`: c correct, pass rate p = c/k, 95 % Wilson
+interval, mean length.
 
 Outputs
 -------
@@ -28,11 +29,12 @@ Incremental cache
 -----------------
 ``<paths.curated>/calibration_cache.jsonl`` holds one line per (settings, problem) result: the k verdicts,
 lengths and EOS flags. *settings* = sha256 of {model fingerprint (:func:`lead.fingerprint.model_fingerprint`:
-content hash of a local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``), resolved backend,
-``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p, max_new_tokens, seed),
-the per-prompt seed rule, the grader's source hash}; *problem* = sha256(problem text + NUL + gold answer). A
-generation server counts as the vLLM backend (same engine settings, same completions), so its results and an
-in-process engine's share the cache. Only missing (settings, problem) pairs are sampled, in chunks of
+content hash of a local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``),
+resolved backend, ``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p,
+max_new_tokens, seed), the per-prompt seed rule, the grader's source hash, the extraction rule}; *problem* =
+sha256(problem text + NUL + gold answer). A generation server counts as the vLLM backend (same engine
+settings, same completions), so its results and an in-process engine's share the cache. Only missing
+(settings, problem) pairs are sampled, in chunks of
 ``calibrate.chunk_size`` problems; each chunk's lines are appended and fsync'ed as soon as it is graded, so an
 interrupted run resumes from the last finished chunk. Results of other settings stay in the file (switching
 back to a model or temperature costs nothing). A torn last line from a crash is skipped and removed by the
@@ -56,7 +58,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lead.sampling as sampling
 from lead import difficulty
@@ -65,13 +67,15 @@ from lead.fingerprint import code_fingerprint, model_fingerprint, publish, unpub
 from lead.io import atomic_path, sha256_text, write_json, write_text
 from lead.stages._common import manifest_path, stage_main
 
+if TYPE_CHECKING:
+    from lead.grading import Extraction
+
 logger = logging.getLogger(__name__)
 
 CACHE_NAME = "calibration_cache.jsonl"
 OUTPUT_NAME = "calibrated.parquet"
 REPORT_DIR = "calibrate"
 REPORT_FILES = ("summary.json", "histogram.csv", "pass_rate_histogram.png")
-EXTRACTION = "any"  # a pass rate is measured as evaluation measures: the grader's full priority list
 # Columns added to the pool: the per-problem record (lead.difficulty.ProblemCalibration), then band and keep.
 RECORD_COLUMNS = tuple(f.name for f in fields(difficulty.ProblemCalibration))
 
@@ -97,6 +101,7 @@ class Target:
     low: float
     high: float
     inclusive: str
+    extraction: Extraction
 
     @property
     def rule(self) -> str:
@@ -121,7 +126,21 @@ def stage1_target(params: Params) -> Target:
         low=cfg.min_pass_rate,
         high=cfg.max_pass_rate,
         inclusive=cfg.keep_inclusive,
+        extraction=reward_extraction(params.train.preset, params.train.extraction),
     )
+
+
+def reward_extraction(preset: str, extraction: Extraction | None) -> Extraction:
+    """The extraction rule of the reward that trains with ``train.preset`` and ``train.extraction`` (null:
+    the preset's), as :func:`lead.training.presets.resolve` picks it.
+
+    A pass rate is measured as the reward will measure it, not as evaluation does: the keep band 0 < p < 1
+    is there to keep exactly the problems whose groups carry a learning signal, and a completion that
+    evaluation's ``"any"`` rule credits by its last number (an unboxed or truncated one) earns the reward
+    nothing."""
+    from lead.training.presets import PRESETS
+
+    return PRESETS[preset]["extraction"] if extraction is None else extraction
 
 
 # --------------------------------------------------------------------------------------------------
@@ -169,7 +188,7 @@ def sampling_spec(params: Params, seed: int) -> sampling.SamplingSpec:
     )
 
 
-def settings(params: Params, fingerprint: str, backend: str) -> dict[str, Any]:
+def settings(params: Params, fingerprint: str, backend: str, extraction: Extraction) -> dict[str, Any]:
     """Everything besides the problem that decides a calibration result (the cache key's first half)."""
     spec = asdict(sampling_spec(params, params.calibrate.seed))
     return {
@@ -181,7 +200,7 @@ def settings(params: Params, fingerprint: str, backend: str) -> dict[str, Any]:
         "seed_rule": sampling.SEED_RULE,
         # A verdict depends on the grader: any edit of lead/grading re-grades (conservative, never stale).
         "grader": code_fingerprint(["lead.grading"]),
-        "extraction": EXTRACTION,
+        "extraction": extraction,
     }
 
 
@@ -289,6 +308,7 @@ def _sample_missing(
     header: list[dict[str, Any]],
     server: str | None,
     fingerprint: str,
+    extraction: Extraction,
 ):
     """Sample, grade and cache ``todo`` = [(problem key, problem, answer)] chunk by chunk; ``header`` (the
     settings line of a new key) goes in with the first chunk, so the file never describes settings that
@@ -306,13 +326,13 @@ def _sample_missing(
         sampler = sampling.make_sampler(model, backend, dtype=params.model.dtype)
     try:
         start_seconds = time.perf_counter() - started
-        stats, chunks = _sample_chunks(params, sampler, todo, settings_hash, cache, header)
+        stats, chunks = _sample_chunks(params, sampler, todo, settings_hash, cache, header, extraction)
     finally:
         sampler.close()  # a vLLM engine (its KV cache; on GPUs a process) must not outlive the stage
     return stats, chunks, start_seconds
 
 
-def _sample_chunks(params, sampler, todo, settings_hash, cache, header):
+def _sample_chunks(params, sampler, todo, settings_hash, cache, header, extraction):
     """The chunk loop of :func:`_sample_missing`: sample, check the shape, grade, append to the cache."""
     from lead.grading import GradeStats, grade_batch_with_stats
     from lead.progress import progress_bar
@@ -334,7 +354,7 @@ def _sample_chunks(params, sampler, todo, settings_hash, cache, header):
                 )
             texts = [c.text for g in groups for c in g]
             golds = [answer for _, _, answer in chunk for _ in range(cfg.samples)]
-            verdicts, chunk_stats = grade_batch_with_stats(texts, golds, extraction=EXTRACTION)
+            verdicts, chunk_stats = grade_batch_with_stats(texts, golds, extraction=extraction)
             stats = stats.merge(chunk_stats)
             rows = [
                 {
@@ -382,7 +402,7 @@ def pool_records(
     model = target.model
     backend = resolve_backend(cfg.backend, server)
     fingerprint = model_fingerprint(model)
-    values = settings(params, fingerprint, backend)
+    values = settings(params, fingerprint, backend, target.extraction)
     key = settings_key(values)
     cache = CalibrationCache(target.cache)
     header = [] if key in cache.described else [{"kind": "settings", "settings": key, "values": values}]
@@ -394,7 +414,16 @@ def pool_records(
             todo[pk] = (pk, str(problem), str(answer))
     sampling_started = time.perf_counter()
     grader, chunks, start_seconds = _sample_missing(
-        params, model, backend, list(todo.values()), key, cache, header, server, fingerprint
+        params,
+        model,
+        backend,
+        list(todo.values()),
+        key,
+        cache,
+        header,
+        server,
+        fingerprint,
+        target.extraction,
     )
     sampling_seconds = time.perf_counter() - sampling_started
     cache.compact()
@@ -468,7 +497,7 @@ def calibrate_pool(
         "model": cal.model,
         "settings": cal.settings,
         "grader": asdict(cal.grader),
-        "extraction": EXTRACTION,
+        "extraction": target.extraction,
     }
     reports = target.reports
     write_json(reports / "summary.json", summary)

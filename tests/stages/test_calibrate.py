@@ -222,6 +222,7 @@ def test_rerun_is_a_cache_hit_and_added_problems_alone_are_sampled(params: Param
         ("calibrate", "max_new_tokens", 6),
         ("calibrate", "samples", 3),
         ("model", "prompt_suffix", "\nAnswer in a box."),
+        ("train", "extraction", "any"),  # the reward's rule decides the verdicts
     ],
 )
 def test_changing_sampling_settings_invalidates_and_changing_back_reuses(
@@ -233,6 +234,40 @@ def test_changing_sampling_settings_invalidates_and_changing_back_reuses(
     assert calibrate.calibrate_pool(params)["sampled_problems"] == 40
     setattr(getattr(params, section), key, old)
     assert calibrate.calibrate_pool(params)["sampled_problems"] == 0  # results of both settings are kept
+
+
+def test_pass_rates_are_measured_with_the_rewards_extraction_rule(params: Params, monkeypatch):
+    # Unboxed answers: evaluation's "any" rule credits them, the paper preset's reward ("boxed") does not, so
+    # a pool calibrated under evaluation's rule would keep problems whose groups all earn the same reward.
+    class Unboxed(ScriptedSampler):
+        def sample(self, prompts, spec, progress=None):
+            out = []
+            for prompt in prompts:
+                answer = next(a for p, a in self.answers.items() if p in prompt)
+                text = f"<think>\nSo the final result is {answer}.\n</think>\nThe answer is {answer}."
+                out.append([Completion(text=text, num_tokens=12, finished=True)] * spec.n)
+            return out
+
+    monkeypatch.setattr(
+        lead.sampling,
+        "make_sampler",
+        lambda *a, **k: Unboxed(pd.read_parquet(params.paths.curated / "train.parquet")),
+    )
+    assert params.train.preset == "paper" and params.train.extraction is None
+    boxed = calibrate.calibrate_pool(params)
+    assert boxed["extraction"] == "boxed" and boxed["grader"]["correct"] == 0 and boxed["kept"] == 0
+    params.train.extraction = "any"
+    anywhere = calibrate.calibrate_pool(params)
+    assert anywhere["extraction"] == "any" and anywhere["sampled_problems"] == 40
+    assert anywhere["grader"]["correct"] == 80 and anywhere["settings"] != boxed["settings"]
+    # The rule is the one the trainer resolves, for every preset and explicit value.
+    from lead.training.presets import resolve
+
+    for preset in ("faithful", "paper", "improved"):
+        for extraction in (None, "any", "boxed", "boxed_before_think"):
+            params.train.preset, params.train.extraction = preset, extraction
+            expected = resolve(params.train).lead.extraction
+            assert calibrate.reward_extraction(preset, extraction) == expected
 
 
 def test_changing_the_model_invalidates_but_chunk_size_does_not(params: Params, scripted):
