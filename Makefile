@@ -59,9 +59,11 @@ test: $(STAMP)  ## the whole test suite, slow tests included
 test-fast: $(STAMP)  ## the test suite without the slow tests
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff: lint and format check
+lint: $(STAMP)  ## ruff (lint, format), mypy (strict on lead/core, lead/grading), the rings' import contracts
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 format: $(STAMP)  ## ruff: fix what can be fixed, format
 	$(VENV)/bin/ruff check --fix .

@@ -48,8 +48,8 @@ def measure(
     import pandas as pd
 
     from lead.config import load_params
+    from lead.io.tracking import use_experiment
     from lead.stages.curate import proxy_problems, proxy_records
-    from lead.tracking import use_experiment
 
     params = load_params(ROOT / "params.yaml")
     models = ROOT / params.paths.models
@@ -116,7 +116,7 @@ def measure(
 def generation_server(port: int = 8391) -> Iterator[tuple[str, float]]:
     """``lead serve`` for the warm-started model, until the ``with`` ends: its URL and start time (s)."""
     from lead.config import load_params
-    from lead.sampling import wait_for_server
+    from lead.io.sampling import wait_for_server
 
     models = ROOT / load_params(ROOT / "params.yaml").paths.models
     command = [sys.executable, "-m", "lead.cli", "serve", "-S", f"paths.models={models}", "--port", str(port)]

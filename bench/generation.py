@@ -2,7 +2,7 @@
 
 The workload is the evaluation stage's: the warm-started tiny model (``models/warmstart``), the first
 ``PROBLEMS`` proxy test problems rendered with the chat template, ``SAMPLES`` samples each at T=0.6 (the
-evaluation temperature), up to ``MAX_NEW_TOKENS`` new tokens. Both go through :func:`lead.sampling.make_sampler`,
+evaluation temperature), up to ``MAX_NEW_TOKENS`` new tokens. Both go through :func:`lead.io.sampling.make_sampler`,
 exactly as the stages use them (transformers in float32, vLLM's CPU backend in bfloat16, its default there).
 
 Each backend runs in its own process (vLLM replaces ``torch.set_num_threads`` while its engine runs and
@@ -34,9 +34,9 @@ REPEATS = 2  # timed calls per backend (different seeds); the fastest counts
 
 def _worker(backend: str) -> dict[str, float]:
     """In a child process: load, warm up, time one sampling call on the workload; numbers as a dict."""
-    from lead.benchmarks import load_benchmark
     from lead.config import load_params
-    from lead.sampling import SamplingSpec, make_sampler, user_message
+    from lead.io.benchmarks import load_benchmark
+    from lead.io.sampling import SamplingSpec, make_sampler, user_message
 
     params = load_params(ROOT / "params.yaml")
     params.paths.curated = ROOT / params.paths.curated

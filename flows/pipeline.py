@@ -152,7 +152,7 @@ def lead_pipeline(
     """Run the pipeline's DVC stages in order; returns each stage's summary and the MLflow parent run id."""
     import mlflow
 
-    from lead.tracking import use_experiment
+    from lead.io.tracking import use_experiment
 
     root = Path(workspace).resolve()
     overrides = list(overrides or [])

@@ -174,8 +174,8 @@ def serve(
     """
     import os
 
-    from lead.fingerprint import model_fingerprint
-    from lead.sampling import serve_command, served_model_name
+    from lead.io.fingerprint import model_fingerprint
+    from lead.io.sampling import serve_command, served_model_name
     from lead.stages import calibrate as stage
 
     cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
@@ -245,7 +245,7 @@ def _recipe_overrides(recipe: Path | None) -> list[str]:
 
     import yaml
 
-    from lead.tracking import flatten
+    from lead.io.tracking import flatten
 
     if recipe is None:
         return []
@@ -345,7 +345,7 @@ def ablation_(
     """The paper's ablation on the proxy: GRPO, GRPO+L, GRPO+L+AD, GRPO-LEAD x seeds, trained and evaluated alike."""
     from rich.markdown import Markdown
 
-    from lead import ablation
+    from lead.core import ablation
     from lead.stages import ablation as stage
 
     result = stage.run(_params(path, overrides), out)

@@ -27,8 +27,8 @@ from pydantic import (
     model_validator,
 )
 
-from lead.difficulty import STAGE2_MAX_PASS_RATE
-from lead.proxy import Verbosity
+from lead.core.difficulty import STAGE2_MAX_PASS_RATE
+from lead.core.proxy import Verbosity
 
 DEFAULT_PARAMS = Path("params.yaml")
 PAPER_PROMPT_SUFFIX = "\nLet's think step by step and put the final answer within \\boxed{}."
@@ -140,7 +140,7 @@ class TrackingParams(Section):
 
 
 class ProxyParams(Section):
-    """``curate.proxy``: the synthetic arithmetic-chain task (see ``lead.proxy``)."""
+    """``curate.proxy``: the synthetic arithmetic-chain task (see ``lead.core.proxy``)."""
 
     train_problems: int = Field(1200, ge=1, le=1_000_000)
     test_per_level: int = Field(50, ge=1, le=100_000)
@@ -177,7 +177,7 @@ class SourceSpec(Section):
 class CurateParams(Section):
     """``curate``: which problems the pipeline trains and evaluates on, and how they are cleaned.
 
-    ``lead.curation`` documents each step (answer normalisation, gradable-gold check, prompt length, exact and
+    ``lead.core.curation`` documents each step (answer normalisation, gradable-gold check, prompt length, exact and
     near-duplicate removal, decontamination against the evaluation benchmarks, mixing).
     """
 
@@ -228,7 +228,7 @@ _VERBOSITY = Verbosity()
 
 
 class VerbosityParams(Section):
-    """``warmstart.verbosity``: probabilities of each habit in the proxy warm-start traces (``lead.proxy``)."""
+    """``warmstart.verbosity``: probabilities of each habit in the proxy warm-start traces (``lead.core.proxy``)."""
 
     restate: float = Field(_VERBOSITY.restate, ge=0.0, le=1.0)
     plan: float = Field(_VERBOSITY.plan, ge=0.0, le=1.0)

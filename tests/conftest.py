@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from lead.config import Params, TinySpec, load_params
-from lead.proxy import generate_problems, warmstart_traces
-from lead.tiny_model import build_model, train_tokenizer
+from lead.core.proxy import generate_problems, warmstart_traces
+from lead.io.tiny_model import build_model, train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,7 +39,7 @@ def _merge(into: dict, values: dict) -> None:
 def write_pool(params: Params, pool) -> None:
     """Write ``pool`` (a DataFrame) as curate's training pool and publish it as curate does (the stages that
     read ``train.parquet`` refuse one that curate's manifest does not name)."""
-    from lead.fingerprint import publish
+    from lead.io.fingerprint import publish
     from lead.stages._common import manifest_path
 
     path = params.paths.curated / "train.parquet"

@@ -169,7 +169,7 @@ def _decide(pred: _Side, gold: _Side) -> tuple[bool | None, str]:
         return False, UNPARSEABLE
     if pred.source is None:
         return False, NO_ANSWER if pred.answer is None else UNPARSEABLE
-    if pred.clean is None or gold.clean is None:
+    if pred.clean is None or gold.clean is None or pred.answer is None or gold.answer is None:
         return None, VERIFIED  # prose on one side: math-verify's extraction reads it
     fast = fast_compare(pred.answer, gold.answer, pred.clean, gold.clean)
     if fast is not None:
@@ -290,10 +290,10 @@ def grade_batch_detailed(
         except Exception:
             logger.debug("fast path failed", exc_info=True)
             decision, status, gold_side = False, UNPARSEABLE, gold_sides[key]
-        if decision is None:
-            jobs.setdefault((pred.source, gold_side.source), []).append(i)
-        else:
+        if decision is not None:
             graded[i] = Graded(decision, pred.answer, status)
+        elif pred.source is not None and gold_side.source is not None:  # always so: _decide checked
+            jobs.setdefault((pred.source, gold_side.source), []).append(i)
     if jobs:
         keys = list(jobs)
         try:
@@ -301,8 +301,8 @@ def grade_batch_detailed(
         except Exception:  # defensive: the pool is written not to raise
             logger.warning("grading pool failed", exc_info=True)
             answers = [(False, UNPARSEABLE, None)] * len(keys)
-        for key, (ok, status, found) in zip(keys, answers, strict=True):
-            for i in jobs[key]:
+        for pair, (ok, status, found) in zip(keys, answers, strict=True):
+            for i in jobs[pair]:
                 graded[i] = Graded(ok, preds[i].answer if preds[i].answer is not None else found, status)
     done = [g if g is not None else Graded(False, None, UNPARSEABLE) for g in graded]
     stats = GradeStats(total=len(done))

@@ -105,7 +105,7 @@ def _boxes(text: str) -> list[tuple[int, int, str]]:
                 match = _match_braces(text, starts[0].end())
             close = match.get(j)
             content = text[j + 1 : close].strip() if close is not None else ""
-            if content:  # unbalanced or empty (an echo of "within \boxed{}"): no answer there
+            if close is not None and content:  # unbalanced or empty (an echo of "within \boxed{}"): none
                 out.append((m.start(), close + 1, content))
             continue
         bare = _BARE_BOX_ARG_RE.match(text, m.end())
@@ -119,7 +119,9 @@ def _math_envs(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _ENV_RE.finditer(text)]
 
 
-def _boxes_after_connectors(text: str, boxes, envs) -> tuple[int, list[str]] | None:
+def _boxes_after_connectors(
+    text: str, boxes: list[tuple[int, int, str]], envs: list[tuple[int, int]]
+) -> tuple[int, list[str]] | None:
     """math-verify's first box rule: the last math span holding a box, with the spans before it that hold
     boxes and are joined to it by ``,`` / "and" / "or" (up to six), read as one answer: (end, contents)."""
     holding = [(s, e) for s, e in envs if any(s <= b0 and b1 <= e for b0, b1, _ in boxes)]
@@ -134,7 +136,7 @@ def _boxes_after_connectors(text: str, boxes, envs) -> tuple[int, list[str]] | N
     return chain[-1][1], contents
 
 
-def _boxes_by_gaps(text: str, boxes) -> tuple[int, list[str]]:
+def _boxes_by_gaps(text: str, boxes: list[tuple[int, int, str]]) -> tuple[int, list[str]]:
     """math-verify's second box rule (``extract_boxed_content``, mode "last"): the last box, and, walking
     back, each earlier one that is close (under 10 characters apart) or, with other content, under 70
     characters apart with a separator (",", ";", "and", "or") between; repeats in a row count once."""

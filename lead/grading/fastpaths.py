@@ -84,7 +84,7 @@ def _numbers_equal(
     if not (pdec or gdec):
         return False
     # A decimal close to the gold (0.3333333 vs 1/3) is left to math-verify's rounding rules.
-    if abs(p - g) > Fraction(1, 10_000) * max(1, abs(g)):
+    if abs(p - g) > Fraction(1, 10_000) * max(Fraction(1), abs(g)):
         return False
     return None
 

@@ -1,6 +1,6 @@
 """One module per DVC stage: ``run(params)`` does the work, ``main()`` is what ``dvc.yaml`` calls.
 
-Each stage reads its section of ``params.yaml`` and its input files, calls the pure core (``lead/*.py``),
+Each stage reads its section of ``params.yaml`` and its input files, calls the pure core (``lead/core/``),
 writes its outputs atomically and a metrics JSON. Tests call ``run`` directly on a temporary folder.
 """
 

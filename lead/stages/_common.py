@@ -13,7 +13,7 @@ from lead.config import DEFAULT_PARAMS, Params, ParamsError, load_params
 
 
 def manifest_path(params: Params, stage: str) -> Path:
-    """Where ``stage`` publishes the manifest of its outputs (:func:`lead.fingerprint.publish`), beside them."""
+    """Where ``stage`` publishes the manifest of its outputs (:func:`lead.io.fingerprint.publish`), beside them."""
     if stage in ("curate", "calibrate", "calibrate_stage2"):
         folder = params.paths.curated
     elif stage in ("warmstart", "train", "train_stage2"):
@@ -26,9 +26,9 @@ def manifest_path(params: Params, stage: str) -> Path:
 
 
 def published_model(params: Params, stage: str) -> tuple[Path, str]:
-    """``(<paths.models>/<stage>, its fingerprint)``, refused (:class:`lead.fingerprint.StaleOutputError`) unless
+    """``(<paths.models>/<stage>, its fingerprint)``, refused (:class:`lead.io.fingerprint.StaleOutputError`) unless
     it is the very model ``stage`` published last (its manifest names it by content)."""
-    from lead.fingerprint import StaleOutputError, model_fingerprint, verify
+    from lead.io.fingerprint import StaleOutputError, model_fingerprint, verify
 
     model = params.paths.models / stage
     published = verify(manifest_path(params, stage), stage)

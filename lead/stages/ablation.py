@@ -1,6 +1,6 @@
 """``lead ablation``: the paper's ablation on the proxy, in one command (not a DVC stage: a comparison job).
 
-For every variant of ``ablation.variants`` (:mod:`lead.ablation`) and seed of ``ablation.seeds``, train from
+For every variant of ``ablation.variants`` (:mod:`lead.core.ablation`) and seed of ``ablation.seeds``, train from
 the same warm-started model on the same calibrated pool with the train stage (``train.run``; the variant's
 switches, ``train.seed``, ``ablation.max_steps`` steps), then evaluate the result on the proxy test split with
 the evaluate stage (``evaluate.*`` settings, ``evaluate.seed`` = the run's seed). The warm-started model is
@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lead import ablation
 from lead.config import Params, apply_overrides, parse_params
-from lead.fingerprint import code_fingerprint, file_fingerprint, model_fingerprint, value_fingerprint
-from lead.io import write_json, write_text
+from lead.core import ablation
+from lead.io.files import write_json, write_text
+from lead.io.fingerprint import code_fingerprint, file_fingerprint, model_fingerprint, value_fingerprint
 
 
 def _with(params: Params, overrides: list[str]) -> Params:
@@ -43,7 +43,7 @@ def _with(params: Params, overrides: list[str]) -> Params:
 
 
 # The code a cell's evaluation runs (its training code is train.TRAINING_CODE).
-EVALUATION_CODE = ("lead.evaluation", "lead.benchmarks", "lead.stages.evaluate")
+EVALUATION_CODE = ("lead.core.evaluation", "lead.io.benchmarks", "lead.stages.evaluate")
 
 
 def inputs_fingerprint(params: Params) -> str:
@@ -126,8 +126,8 @@ def run(params: Params, out: Path | None = None) -> dict[str, Any]:
     import mlflow
     from rich.console import Console
 
+    from lead.io.tracking import stage_run
     from lead.stages import evaluate, train
-    from lead.tracking import stage_run
 
     console = Console()
     started = time.perf_counter()

@@ -3,11 +3,11 @@
 For each problem of ``<paths.curated>/train.parquet``: sample ``calibrate.samples`` (k) completions from the
 current model (``<paths.models>/warmstart``, or ``model.base`` when ``warmstart.enabled`` is false) for the
 user message problem + ``model.prompt_suffix`` in the model's chat template, through
-:func:`lead.sampling.make_sampler` — or, with ``calibrate.server`` set, a running generation server that
-serves this very model (``lead serve``, :class:`lead.sampling.ServerSampler`: no engine start per run) —,
+:func:`lead.io.sampling.make_sampler` — or, with ``calibrate.server`` set, a running generation server that
+serves this very model (``lead serve``, :class:`lead.io.sampling.ServerSampler`: no engine start per run) —,
 grade them with the one grader (:func:`lead.grading.grade_batch_with_stats`) under the *reward's* extraction
 rule (``train.extraction`` or the preset's, :func:`reward_extraction`; recorded in the summary), and
-summarise them with :func:`lead.difficulty.calibrate_problem`: c correct, pass rate p = c/k, 95 % Wilson
+summarise them with :func:`lead.core.difficulty.calibrate_problem`: c correct, pass rate p = c/k, 95 % Wilson
 interval, mean length.
 
 Outputs
@@ -19,7 +19,7 @@ Outputs
   that the bands of the whole pool stay visible. The curriculum's stage 2 is its own DVC stage
   (:mod:`lead.stages.calibrate_stage2`: the same calibration with the stage-1 model and its own rule).
 * ``<paths.curated>/calibrate.manifest.json``, written last: the content fingerprints of these outputs and of
-  the model sampled (:func:`lead.fingerprint.publish`); readers refuse outputs it does not name.
+  the model sampled (:func:`lead.io.fingerprint.publish`); readers refuse outputs it does not name.
 * ``<paths.reports>/calibrate/summary.json`` (DVC metrics): counts per band, kept, the
   histogram, what was sampled vs. reused, time, grader statistics of this run's completions.
 * ``<paths.reports>/calibrate/histogram.csv`` (DVC plot: ``pass_rate,problems,kept``) and
@@ -28,7 +28,7 @@ Outputs
 Incremental cache
 -----------------
 ``<paths.curated>/calibration_cache.jsonl`` holds one line per (settings, problem) result: the k verdicts,
-lengths and EOS flags. *settings* = sha256 of {model fingerprint (:func:`lead.fingerprint.model_fingerprint`:
+lengths and EOS flags. *settings* = sha256 of {model fingerprint (:func:`lead.io.fingerprint.model_fingerprint`:
 content hash of a local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``),
 resolved backend, ``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p,
 max_new_tokens, seed), the per-prompt seed rule, the grader's source hash, the extraction rule}; *problem* =
@@ -60,11 +60,11 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import lead.sampling as sampling
-from lead import difficulty
+import lead.io.sampling as sampling
 from lead.config import Params
-from lead.fingerprint import code_fingerprint, model_fingerprint, publish, unpublish, verify
-from lead.io import atomic_path, sha256_text, write_json, write_text
+from lead.core import difficulty
+from lead.io.files import atomic_path, sha256_text, write_json, write_text
+from lead.io.fingerprint import code_fingerprint, model_fingerprint, publish, unpublish, verify
 from lead.stages._common import manifest_path, stage_main
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ CACHE_NAME = "calibration_cache.jsonl"
 OUTPUT_NAME = "calibrated.parquet"
 REPORT_DIR = "calibrate"
 REPORT_FILES = ("summary.json", "histogram.csv", "pass_rate_histogram.png")
-# Columns added to the pool: the per-problem record (lead.difficulty.ProblemCalibration), then band and keep.
+# Columns added to the pool: the per-problem record (lead.core.difficulty.ProblemCalibration), then band and keep.
 RECORD_COLUMNS = tuple(f.name for f in fields(difficulty.ProblemCalibration))
 
 
@@ -335,7 +335,7 @@ def _sample_missing(
 def _sample_chunks(params, sampler, todo, settings_hash, cache, header, extraction):
     """The chunk loop of :func:`_sample_missing`: sample, check the shape, grade, append to the cache."""
     from lead.grading import GradeStats, grade_batch_with_stats
-    from lead.progress import progress_bar
+    from lead.io.progress import progress_bar
 
     cfg = params.calibrate
     stats = GradeStats()
@@ -569,7 +569,7 @@ def log_to_mlflow(summary: dict[str, Any], reports: Path) -> None:
 
 def run(params: Params) -> dict[str, Any]:
     """Calibrate the training pool's pass rates (incrementally) and write the calibrated pool and reports."""
-    from lead.tracking import stage_run
+    from lead.io.tracking import stage_run
 
     target = stage1_target(params)
     with stage_run(params, "calibrate", log_sections=("calibrate",)):

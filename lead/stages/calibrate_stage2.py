@@ -1,7 +1,7 @@
 """Stage ``calibrate_stage2``: the curriculum's re-calibration — pass rates of the pool under the stage-1 model.
 
 The paper's later stage (GRPO-LEAD.md §6) trains on the problems that the stage-1 model still finds hard:
-stage-1 pass rate p ≤ ``train.stage2.max_pass_rate`` (0.75), zero included (:func:`lead.difficulty.stage2_band`).
+stage-1 pass rate p ≤ ``train.stage2.max_pass_rate`` (0.75), zero included (:func:`lead.core.difficulty.stage2_band`).
 This stage measures p exactly as ``calibrate`` does (same ``calibrate.*`` sampling settings, same grader under
 stage 2's reward rule, an incremental cache of its own), but samples ``<paths.models>/train``, the stage-1
 result, and keeps that band.
@@ -22,10 +22,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lead import difficulty
 from lead.config import Params
-from lead.fingerprint import publish, unpublish
-from lead.io import atomic_path, write_json, write_text
+from lead.core import difficulty
+from lead.io.files import atomic_path, write_json, write_text
+from lead.io.fingerprint import publish, unpublish
 from lead.stages import calibrate
 from lead.stages._common import manifest_path, published_model, stage_main
 
@@ -88,7 +88,7 @@ def _disabled(params: Params) -> dict[str, Any]:
 def run(params: Params) -> dict[str, Any]:
     """Re-calibrate the pool with the stage-1 model and mark the stage-2 band (``keep``); off unless
     ``train.stage2.enabled``."""
-    from lead.tracking import stage_run
+    from lead.io.tracking import stage_run
 
     manifest = manifest_path(params, STAGE)
     if not params.train.stage2.enabled:

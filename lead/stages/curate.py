@@ -1,7 +1,7 @@
 """Stage ``curate``: the problems the pipeline calibrates, trains and evaluates on.
 
 Reads every entry of ``curate.sources`` (the embedded default: the proxy task alone; ``recipes/curate-real.yaml``
-lists the shipped real sets), runs the curation pass of :mod:`lead.curation` (answer normalisation, gradable
+lists the shipped real sets), runs the curation pass of :mod:`lead.core.curation` (answer normalisation, gradable
 golds, prompt length, exact and near duplicates, decontamination, mixing) and writes, under
 ``<paths.curated>``:
 
@@ -10,7 +10,7 @@ golds, prompt length, exact and near duplicates, decontamination, mixing) and wr
   ``difficulty``, ``correctness`` (the stage-2/3 set's 16-sample pass rate) and ``solution`` — nullable, and
   present only when a source provides them;
 * ``quarantine.jsonl`` — every row left out as bad or redundant, one JSON object per line with its
-  ``reason`` (:data:`lead.curation.REASONS`), ``source``, ``origin`` (file:line), ``detail`` and the row;
+  ``reason`` (:data:`lead.core.curation.REASONS`), ``source``, ``origin`` (file:line), ``detail`` and the row;
 * ``curation.json`` — the counts (DVC metrics);
 * ``curate.manifest.json`` — written last: the content fingerprint of every output of this run; the stages
   that read them refuse files it does not name (a run killed half-way);
@@ -31,12 +31,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lead import curation
 from lead.config import Params
-from lead.fingerprint import publish, unpublish
-from lead.io import atomic_path, write_json, write_text
-from lead.proxy import ProxyProblem, generate_problems
-from lead.sources import REAL_BENCHMARKS, load_benchmark, read_rows
+from lead.core import curation
+from lead.core.proxy import ProxyProblem, generate_problems
+from lead.io.files import atomic_path, write_json, write_text
+from lead.io.fingerprint import publish, unpublish
+from lead.io.sources import REAL_BENCHMARKS, load_benchmark, read_rows
 from lead.stages._common import manifest_path, stage_main
 
 PROXY = "proxy"
@@ -157,7 +157,7 @@ def run(params: Params) -> dict[str, Any]:
     """Curate the training pool and test split; write them, the quarantine and the report."""
     import mlflow
 
-    from lead.tracking import flatten, stage_run
+    from lead.io.tracking import flatten, stage_run
 
     started = time.perf_counter()
     manifest = manifest_path(params, "curate")

@@ -1,12 +1,12 @@
 """Stage ``evaluate``: sample the model on the benchmarks, grade, and score it the paper's way (§7).
 
-For each benchmark in ``evaluate.benchmarks`` (:mod:`lead.benchmarks`; the first ``evaluate.max_problems``
+For each benchmark in ``evaluate.benchmarks`` (:mod:`lead.io.benchmarks`; the first ``evaluate.max_problems``
 problems of each, or all), every problem is rendered with the model's chat template (problem + the
-instruction suffix), sampled ``evaluate.samples`` times through :func:`lead.sampling.make_sampler`, and each
+instruction suffix), sampled ``evaluate.samples`` times through :func:`lead.io.sampling.make_sampler`, and each
 completion graded by :func:`lead.grading.grade_batch_detailed` with the ``"any"`` extraction rule
 (math-verify's priority list; recorded as ``<benchmark>.extraction``), which also gives the answer each
 verdict was judged by (recorded per sample, voted on for Cons@n). The metrics are
-:mod:`lead.evaluation`'s: Pass@k, Cons@n over answer equivalence classes, Len_avg (all / correct /
+:mod:`lead.core.evaluation`'s: Pass@k, Cons@n over answer equivalence classes, Len_avg (all / correct /
 incorrect), truncation rate, a token-budget sweep and, where a benchmark has levels, a difficulty-band table.
 
 The model is ``evaluate.model``: a name means ``<paths.models>/<name>`` (``warmstart``, ``train``,
@@ -28,7 +28,7 @@ Outputs under ``<paths.reports>/evaluate/``:
   ``null`` where a metric is undefined (e.g. the length of correct samples when none is correct);
 * ``accuracy_vs_length.png`` and ``budget_curve.png``;
 * ``evaluate.manifest.json`` -- written last, once the MLflow run has finished: the content fingerprints of
-  the files above, the evaluated model's :func:`~lead.fingerprint.model_fingerprint` and path, and the MLflow
+  the files above, the evaluated model's :func:`~lead.io.fingerprint.model_fingerprint` and path, and the MLflow
   run id. ``register`` refuses an evaluation whose manifest does not name, by content, the model it registers.
 
 Everything is logged to one MLflow run tagged ``stage=evaluate`` (undefined metrics are left out there).
@@ -37,15 +37,15 @@ Everything is logged to one MLflow run tagged ``stage=evaluate`` (undefined metr
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lead.config import Params
-from lead.fingerprint import model_fingerprint, publish, unpublish, verify
-from lead.io import atomic_path, write_json
+from lead.core import evaluation
+from lead.io.files import atomic_path, write_json
+from lead.io.fingerprint import model_fingerprint, publish, unpublish, verify
 from lead.stages._common import manifest_path, published_model, stage_main
 
 RECORDS = "samples.parquet"
@@ -76,29 +76,9 @@ def model_path(params: Params) -> str:
     return str(path)
 
 
-def seed_summary(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
-    """Metrics over repeats: the mean of each metric, and for more than one seed ``<metric>_std`` (sample std)
-    of the headline scores (``pass_at_*``, ``cons_at_*``, ``len_avg``)."""
-    if len(per_seed) == 1:
-        return per_seed[0]
-    out: dict[str, Any] = {}
-    for key in per_seed[0]:
-        values = [v[key] for v in per_seed]
-        if any(v is None for v in values):
-            out[key] = None
-            continue
-        if not all(isinstance(v, int | float) for v in values):  # a label such as the extraction rule
-            out[key] = values[0] if len(set(values)) == 1 else None
-            continue
-        out[key] = statistics.fmean(values)
-        if key.startswith(("pass_at_", "cons_at_", "len_avg")):
-            out[f"{key}_std"] = statistics.stdev(values)
-    return out
-
-
 def sampling_spec(params: Params):
-    """The :class:`lead.sampling.SamplingSpec` of ``params.evaluate``."""
-    from lead.sampling import SamplingSpec
+    """The :class:`lead.io.sampling.SamplingSpec` of ``params.evaluate``."""
+    from lead.io.sampling import SamplingSpec
 
     ev = params.evaluate
     return SamplingSpec(
@@ -124,7 +104,7 @@ class _Prepared:
 def _prepare(
     params: Params, suites: dict[str, list[Any]], tokenizer, context: int | None
 ) -> dict[str, _Prepared]:
-    from lead.sampling import render_prompt, user_message
+    from lead.io.sampling import render_prompt, user_message
 
     budget = params.evaluate.max_new_tokens
     out = {}
@@ -140,7 +120,7 @@ def _prepare(
 
 def _score_benchmark(name: str, bench: _Prepared, groups: list[list[Any]], n: int):
     """Grade the sampled groups; per-sample records, the evaluation's ProblemSamples and the grader stats."""
-    from lead.evaluation import ProblemSamples, Sample
+    from lead.core.evaluation import ProblemSamples, Sample
     from lead.grading import grade_batch_detailed
 
     sampled = [p for p, fit in zip(bench.problems, bench.fits, strict=True) if fit]
@@ -214,7 +194,7 @@ def _plots(out: Path, scored: dict[str, list[Any]], sweeps: dict[str, list[Any]]
     matplotlib.use("Agg")  # files only: no display on servers, CI or DVC
     import matplotlib.pyplot as plt
 
-    from lead.evaluation import accuracy_by_length
+    from lead.core.evaluation import accuracy_by_length
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, problems in scored.items():
@@ -276,11 +256,11 @@ def run(params: Params) -> dict[str, Any]:
     import mlflow
     from transformers import AutoTokenizer
 
-    from lead.benchmarks import load_benchmark
-    from lead.evaluation import benchmark_metrics, budget_sweep, cached_equal
-    from lead.progress import progress_bar
-    from lead.sampling import VLLMSampler, context_window, make_sampler
-    from lead.tracking import stage_run
+    from lead.core.evaluation import benchmark_metrics, budget_sweep, cached_equal
+    from lead.io.benchmarks import load_benchmark
+    from lead.io.progress import progress_bar
+    from lead.io.sampling import VLLMSampler, context_window, make_sampler
+    from lead.io.tracking import stage_run
 
     ev = params.evaluate
     manifest = manifest_path(params, "evaluate")
@@ -342,7 +322,7 @@ def run(params: Params) -> dict[str, Any]:
                 if repeat == 0:  # plots show the first seed
                     scored[name] = problems
                     sweeps[name] = budget_sweep(problems, ev.budgets, equal=equal)
-            metrics.update({f"{name}.{k}": v for k, v in seed_summary(per_seed).items()})
+            metrics.update({f"{name}.{k}": v for k, v in evaluation.seed_summary(per_seed).items()})
         sampler.close()
         seconds = round(time.perf_counter() - started, 1)
 

@@ -15,13 +15,13 @@ stays loadable whatever happens to the training workspace).
 The version carries
 
 * **lineage tags**: ``git.commit``, ``dvc.train_data_md5`` and ``dvc.model_md5`` (from ``dvc.lock``),
-  ``model.fingerprint`` and ``params.fingerprint`` (:mod:`lead.fingerprint`), ``train.preset``,
+  ``model.fingerprint`` and ``params.fingerprint`` (:mod:`lead.io.fingerprint`), ``train.preset``,
   ``mlflow.parent_run_id``, ``train.run_id``, ``evaluate.run_id``, ``eval.protocol`` (a hash of the evaluate
   params) and its scores ``eval.<benchmark>.<metric>``; ``lead.state`` is ``registered`` once the version is
   complete, before any alias moves (a version a killed run left ``registering``, without aliases, is deleted
   by the next run for the same model);
 * a **description**: the evaluation table against the current ``@champion`` (same protocol), the gate's
-  verdict and links to the evaluation plots (:mod:`lead.registry`).
+  verdict and links to the evaluation plots (:mod:`lead.core.registry`).
 
 Aliases: the new version becomes ``@challenger``; ``@champion`` moves to it only when the gate passes
 (``register.pass_tolerance``, ``register.length_tolerance``), or later by ``lead promote VERSION --reason``.
@@ -44,12 +44,12 @@ from typing import Any
 
 import yaml
 
-from lead import registry
 from lead.config import Params
-from lead.fingerprint import StaleOutputError, read_verified, value_fingerprint, verify
-from lead.io import repo_root, write_json
+from lead.core import registry
+from lead.io.files import repo_root, write_json
+from lead.io.fingerprint import StaleOutputError, read_verified, value_fingerprint, verify
+from lead.io.tracking import PARENT_RUN_ENV, tracking_uri
 from lead.stages._common import manifest_path, published_model, stage_main
-from lead.tracking import PARENT_RUN_ENV, tracking_uri
 
 CHAMPION, CHALLENGER = "champion", "challenger"
 # What the transformers flavor needs to load the model again, pinned to the versions in this environment.
@@ -233,7 +233,7 @@ def run(params: Params) -> dict[str, Any]:
     import mlflow
     from mlflow import MlflowClient
 
-    from lead.tracking import stage_run
+    from lead.io.tracking import stage_run
 
     root = repo_root()
     uri = tracking_uri(params)

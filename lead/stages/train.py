@@ -7,7 +7,7 @@ the training pool — ``<paths.curated>/calibrated.parquet`` (rows with ``keep``
 Outputs: ``<paths.models>/train`` (final model, Hugging Face layout, for evaluate and register),
 ``<paths.reports>/train.json`` (summary), per-step metrics in the stage's MLflow run.
 
-``<paths.models>/train.manifest.json`` is written last (:func:`lead.fingerprint.publish`): the model's content
+``<paths.models>/train.manifest.json`` is written last (:func:`lead.io.fingerprint.publish`): the model's content
 fingerprint, the MLflow run and the run's identity, so that register can tell which run made the model it holds.
 
 **Same run** means the same :func:`run_identity`: the train settings, the start model's *content*, the training
@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
-from lead.fingerprint import (
+from lead.core import difficulty
+from lead.io.files import atomic_path, link_tree, write_json
+from lead.io.fingerprint import (
     StaleOutputError,
     code_fingerprint,
     model_fingerprint,
@@ -41,7 +43,6 @@ from lead.fingerprint import (
     value_fingerprint,
     verify,
 )
-from lead.io import atomic_path, link_tree, write_json
 from lead.stages._common import manifest_path, stage_main
 
 DEV_METRIC = "eval_lead/share_correct"  # Pass@1 on the dev split, what checkpoint = best maximises
@@ -60,18 +61,6 @@ def checkpoint_dir(params: Params) -> Path:
 def start_model(params: Params) -> str:
     """Where RL starts: the warm-started model, or ``model.base`` when the warm start is off."""
     return str(params.paths.models / "warmstart") if params.warmstart.enabled else params.model.base
-
-
-def split_dev(
-    rows: list[dict[str, Any]], n: int, seed: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(train, dev)``: ``n`` rows drawn (seeded) from the pool for validation, the rest kept for RL, in order."""
-    import random
-
-    if n >= len(rows):
-        raise ValueError(f"train.dev_problems = {n}: the pool has only {len(rows)} problems")
-    held = set(random.Random(seed).sample(range(len(rows)), n))
-    return [r for i, r in enumerate(rows) if i not in held], [r for i, r in enumerate(rows) if i in held]
 
 
 def pool_source(params: Params) -> tuple[str, Path]:
@@ -230,10 +219,10 @@ def lora_config(lora):
 # The code that decides what training computes: the rewards, advantages and grader, the TRL seam, the model's
 # context (sampling), this stage; and the libraries that run it.
 TRAINING_CODE = (
-    "lead.rewards",
-    "lead.advantages",
+    "lead.core.rewards",
+    "lead.core.advantages",
     "lead.grading",
-    "lead.sampling",
+    "lead.io.sampling",
     "lead.training",
     "lead.stages.train",
 )
@@ -251,7 +240,7 @@ def run_identity(
     params: Params, start_fingerprint: str, rows: list[dict[str, Any]], dev: list[dict[str, Any]]
 ) -> str:
     """What a training result depends on, by content: the resolved train settings (without ``train.stage2``,
-    which is the next DVC stage's), the start model's :func:`~lead.fingerprint.model_fingerprint`, the training
+    which is the next DVC stage's), the start model's :func:`~lead.io.fingerprint.model_fingerprint`, the training
     and dev rows, the prompt bound that sizes vLLM's context, the training code (:data:`TRAINING_CODE`: a
     fixed reward is another result) and the versions of the libraries that train (:func:`library_versions`).
     Checkpoints are resumed, and a finished run reused, only when this matches; where the start model or
@@ -333,8 +322,8 @@ def train_phase(
     from datasets import Dataset
     from transformers import AutoTokenizer, PrinterCallback
 
-    from lead.sampling import context_window
-    from lead.tracking import stage_run
+    from lead.io.sampling import context_window
+    from lead.io.tracking import stage_run
     from lead.training.callbacks import RichProgressCallback
     from lead.training.presets import resolve
     from lead.training.trainer import LEADTrainer
@@ -477,7 +466,7 @@ def run(params: Params, *, output: Path | None = None) -> dict[str, Any]:
         unpublish(manifest)
     start = start_model(params)
     start_fingerprint = from_main(state, lambda: model_fingerprint(start))
-    rows, dev = split_dev(
+    rows, dev = difficulty.split_dev(
         training_rows(params, start_fingerprint), params.train.dev_problems, params.train.seed
     )
     summary = train_phase(params, rows, dev, start, final, ckpt, "train", start_fingerprint)

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
-from lead.fingerprint import StaleOutputError, publish, unpublish, verify
-from lead.io import atomic_path, write_json
+from lead.core import difficulty
+from lead.io.files import atomic_path, write_json
+from lead.io.fingerprint import StaleOutputError, publish, unpublish, verify
 from lead.stages import calibrate_stage2, train
 from lead.stages._common import manifest_path, published_model, stage_main
 
@@ -85,7 +86,7 @@ def run(params: Params) -> dict[str, Any]:
             publish(manifest, STAGE, [report_path(params)], model=None, mlflow_run_id=None)
         return summary
     start, start_fingerprint = train.from_main(state, lambda: published_model(params, "train"))
-    _, dev = train.split_dev(train.training_rows(params), params.train.dev_problems, params.train.seed)
+    _, dev = difficulty.split_dev(train.training_rows(params), params.train.dev_problems, params.train.seed)
     rows = stage2_rows(params, {r["id"] for r in dev}, start_fingerprint)
     params2 = params.model_copy(update={"train": params.train.stage2_train()})
     summary = train.train_phase(

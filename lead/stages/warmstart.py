@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
-from lead.fingerprint import model_fingerprint, publish, unpublish
-from lead.io import atomic_path, write_json
+from lead.io.files import atomic_path, write_json
+from lead.io.fingerprint import model_fingerprint, publish, unpublish
 from lead.stages._common import manifest_path, stage_main
 
 SKIPPED = "skipped.json"  # the whole content of <paths.models>/warmstart when warmstart.enabled is false
@@ -44,7 +44,7 @@ def _conversation(problem: str, solution: str, suffix: str) -> dict[str, list[di
 
 def proxy_sft_records(params: Params) -> list[dict[str, Any]]:
     """Verbose warm-start traces on freshly drawn *train-split* proxy problems (never the test split)."""
-    from lead.proxy import generate_problems, warmstart_traces
+    from lead.core.proxy import generate_problems, warmstart_traces
 
     ws, proxy = params.warmstart, params.curate.proxy
     problems = generate_problems(
@@ -88,7 +88,7 @@ def external_sft_records(params: Params) -> list[dict[str, Any]]:
 
 def base_model_and_tokenizer(params: Params, records: list[dict[str, Any]]):
     """The model to fine-tune: the tiny one built from scratch, or ``model.base`` loaded."""
-    from lead.tiny_model import build_model, train_tokenizer
+    from lead.io.tiny_model import build_model, train_tokenizer
 
     if params.model.is_tiny:
         corpus = (r["prompt"][0]["content"] + "\n" + r["completion"][0]["content"] for r in records)
@@ -199,10 +199,10 @@ def run(params: Params) -> dict[str, Any]:
 
 def report(params: Params, backend: str = "auto") -> list[Any]:
     """Sample the warm-started model on the proxy training problems; per-level pass rates and lengths."""
-    from lead.difficulty import summarize_by_level
+    from lead.core.difficulty import summarize_by_level
     from lead.grading import grade_batch
-    from lead.progress import progress_bar
-    from lead.sampling import SamplingSpec, make_sampler, user_message
+    from lead.io.progress import progress_bar
+    from lead.io.sampling import SamplingSpec, make_sampler, user_message
     from lead.stages.curate import proxy_problems
 
     cfg = params.warmstart.report

@@ -1,36 +1,40 @@
-"""Trainer callbacks: a rich progress bar for transformers/TRL training runs."""
+"""Trainer callbacks: the progress of a transformers/TRL training run (:mod:`lead.io.progress`)."""
 
 from __future__ import annotations
 
-from rich.progress import Progress
+from typing import Any
+
 from transformers import TrainerCallback
 
-from lead.progress import new_progress
+from lead.io.progress import Tracker, open_progress
 
 
 class RichProgressCallback(TrainerCallback):
-    """One rich bar for a transformers/TRL training run, showing the latest loss (or reward)."""
+    """The progress of a transformers/TRL training run with the latest loss (or reward): a rich bar on a
+    terminal, log lines elsewhere. Only the main process shows it (under ``accelerate launch`` every
+    process runs the callbacks)."""
 
     def __init__(self, description: str) -> None:
         self.description = description
-        self._bar: Progress | None = None
-        self._task = None
+        self._tracker: Tracker | None = None
 
-    def on_train_begin(self, args, state, control, **kwargs):
-        self._bar = new_progress()
-        self._bar.start()
-        self._task = self._bar.add_task(self.description, total=state.max_steps, status="")
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self._tracker = open_progress(self.description, state.max_steps)
+            self._tracker.update(completed=state.global_step)  # a resumed run starts where it stopped
 
-    def on_step_end(self, args, state, control, **kwargs):
-        if self._bar is not None:
-            self._bar.update(self._task, completed=state.global_step)
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._tracker is not None:
+            self._tracker.update(completed=state.global_step)
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if self._bar is not None and logs:
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        if self._tracker is not None and logs:
             shown = {k: logs[k] for k in ("loss", "reward", "mean_token_accuracy") if k in logs}
-            self._bar.update(self._task, status=" ".join(f"{k}={v:.3g}" for k, v in shown.items()))
+            self._tracker.update(status=" ".join(f"{k}={v:.3g}" for k, v in shown.items()))
 
-    def on_train_end(self, args, state, control, **kwargs):
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._tracker is not None:
+            self._tracker.close()
+            self._tracker = None

@@ -5,10 +5,10 @@ TRL 1.16 has no advantage hook, so two private methods are overridden (a contrac
 * ``_calculate_rewards`` — grade this process's completions with the one grader, classify each outcome
   (correct / wrong / unfinished / degenerate), **gather** outcome codes and token lengths from every process
   (a prompt's group can straddle processes), and compute the LEAD rewards on the whole batch
-  (:func:`lead.rewards.lead_rewards`: the length-dependent accuracy reward L and the penalties E). TRL then
+  (:func:`lead.core.rewards.lead_rewards`: the length-dependent accuracy reward L and the penalties E). TRL then
   logs these rewards as the ``lead`` reward function.
 * ``_generate_and_score_completions`` — after TRL has built the batch, replace its advantages by
-  :func:`lead.advantages.lead_advantages` (unbiased group std, ε = 1e-6 — or no std scaling under Dr. GRPO —,
+  :func:`lead.core.advantages.lead_advantages` (unbiased group std, ε = 1e-6 — or no std scaling under Dr. GRPO —,
   difficulty-aware reweighting AD, dropped uninformative groups) computed on the gathered rewards, slice back
   this process's part, overwrite the advantages TRL buffered for its completion table (it only prints them at
   the next log), and record LEAD's own metrics (reward by outcome, lengths of correct and incorrect answers,
@@ -27,12 +27,10 @@ import numpy as np
 import torch
 from trl import GRPOTrainer
 
-from lead.advantages import difficulty_weight, lead_advantages
+from lead.core.advantages import lead_advantages, lead_metrics
+from lead.core.rewards import OUTCOMES, Outcome, classify_outcome, lead_rewards
 from lead.grading import grade_batch
-from lead.rewards import Outcome, classify_outcome, lead_rewards
 from lead.training.presets import LeadSettings
-
-OUTCOMES = list(Outcome)
 
 
 def completion_text(completion: Any) -> str:
@@ -152,30 +150,3 @@ class LEADTrainer(GRPOTrainer):
             self._metrics[mode][name].append(value)
         self._metrics[mode]["lead/step_seconds"].append(time.perf_counter() - started)
         return output
-
-
-def lead_metrics(batch: dict[str, np.ndarray], advantages: np.ndarray, group_size: int) -> dict[str, float]:
-    """Per-step diagnostics: shares and rewards by outcome, lengths, online pass rate ρ, AD weights, drops."""
-    codes, lengths, rewards = batch["codes"], batch["lengths"], batch["rewards"]
-    out: dict[str, float] = {}
-    for i, outcome in enumerate(OUTCOMES):
-        mask = codes == i
-        out[f"lead/share_{outcome.value}"] = float(mask.mean())
-        if mask.any():
-            out[f"lead/reward_{outcome.value}"] = float(rewards[mask].mean())
-    correct = codes == OUTCOMES.index(Outcome.CORRECT)
-    if correct.any():
-        out["lead/length_correct"] = float(lengths[correct].mean())
-    if (~correct).any():
-        out["lead/length_incorrect"] = float(lengths[~correct].mean())
-    out["lead/length_mean"] = float(lengths.mean())
-    out["lead/truncated"] = float(batch["truncated"].mean())
-    rho = (rewards.reshape(-1, group_size) > 0).mean(axis=1)
-    out["lead/rho_mean"] = float(rho.mean())
-    bands = {"0": rho == 0, "low": (rho > 0) & (rho <= 0.5), "high": (rho > 0.5) & (rho < 1), "1": rho == 1}
-    for name, inside in bands.items():
-        out[f"lead/rho_{name}"] = float(inside.mean())  # a 4-bin histogram of the groups' pass rates
-    out["lead/weight_positive_mean"] = float(difficulty_weight(rho).mean())
-    out["lead/weight_negative_mean"] = float(difficulty_weight(1 - rho).mean())
-    out["lead/dropped_groups"] = float((np.abs(advantages.reshape(-1, group_size)).sum(axis=1) == 0).mean())
-    return out

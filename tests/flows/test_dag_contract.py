@@ -31,7 +31,7 @@ EXEMPT = {
     # declares it anyway)
     "params": ("tracking",),
     # modules that only present or log: editing them changes no output
-    "modules": ("lead/progress.py", "lead/tracking.py", "lead/training/callbacks.py"),
+    "modules": ("lead/io/progress.py", "lead/io/tracking.py", "lead/training/callbacks.py"),
     # files: the params file (checked key by key above), DVC's and git's own state (register reads git and
     # dvc.lock for its lineage tags: a dependency on dvc.lock would make register stale after every run),
     # MLflow's local store, caches of Python and of the packaging
@@ -111,7 +111,7 @@ def test_every_stage_declares_what_it_reads_and_writes(workspace, recorded):
     assert not any(problems.values()), json.dumps({s: p for s, p in problems.items() if p}, indent=1)
     # The recorder saw real work (not an empty record that passes by saying nothing).
     assert "train.max_steps" in records["train"]["params"]
-    assert "lead/advantages.py" in records["train"]["modules"]
+    assert "lead/core/advantages.py" in records["train"]["modules"]
     assert "data/curated/calibrated_stage2.parquet" in records["train_stage2"]["read"]
     written = {_TEMP.sub(r"\1\2", p) for p in records["train_stage2"]["written"]}
     assert "models/train_stage2/model.safetensors" in written
@@ -121,7 +121,7 @@ def test_every_stage_declares_what_it_reads_and_writes(workspace, recorded):
     ("stage", "kind", "removed", "expected"),
     [
         ("calibrate", "deps", "data/curated/train.parquet", "reads data/curated/train.parquet"),
-        ("train", "deps", "lead/advantages.py", "imports lead/advantages.py"),
+        ("train", "deps", "lead/core/advantages.py", "imports lead/core/advantages.py"),
         ("curate", "params", "model.prompt_suffix", "reads params key 'model.prompt_suffix'"),
         ("evaluate", "outs", "reports/evaluate/samples.parquet", "writes reports/evaluate/samples.parquet"),
     ],

@@ -9,11 +9,11 @@ import shutil
 import pandas as pd
 import pytest
 
-import lead.sampling
+import lead.io.sampling
 from lead.config import Params
-from lead.fingerprint import StaleOutputError
-from lead.proxy import generate_problems
-from lead.sampling import Completion
+from lead.core.proxy import generate_problems
+from lead.io.fingerprint import StaleOutputError
+from lead.io.sampling import Completion
 from lead.stages import calibrate
 from lead.stages.curate import proxy_records
 from tests.conftest import write_pool
@@ -56,7 +56,7 @@ def params(small_params: Params, tiny_model, mlflow_uri) -> Params:
 
 
 class Counter:
-    """Wraps ``lead.sampling.make_sampler``: how often a sampler is built, which prompts it samples, and an
+    """Wraps ``lead.io.sampling.make_sampler``: how often a sampler is built, which prompts it samples, and an
     optional failure on the n-th ``sample`` call (a crash mid-run)."""
 
     def __init__(self, make, fail_on_call: int | None = None) -> None:
@@ -87,8 +87,8 @@ class Counter:
 
 @pytest.fixture
 def counter(monkeypatch):
-    c = Counter(lead.sampling.make_sampler)
-    monkeypatch.setattr(lead.sampling, "make_sampler", c)
+    c = Counter(lead.io.sampling.make_sampler)
+    monkeypatch.setattr(lead.io.sampling, "make_sampler", c)
     return c
 
 
@@ -123,7 +123,7 @@ def scripted(monkeypatch, params: Params) -> Counter:
         return ScriptedSampler(pd.read_parquet(params.paths.curated / "train.parquet"))
 
     c = Counter(make)
-    monkeypatch.setattr(lead.sampling, "make_sampler", c)
+    monkeypatch.setattr(lead.io.sampling, "make_sampler", c)
     return c
 
 
@@ -249,7 +249,7 @@ def test_pass_rates_are_measured_with_the_rewards_extraction_rule(params: Params
             return out
 
     monkeypatch.setattr(
-        lead.sampling,
+        lead.io.sampling,
         "make_sampler",
         lambda *a, **k: Unboxed(pd.read_parquet(params.paths.curated / "train.parquet")),
     )
@@ -291,8 +291,8 @@ def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: P
     shutil.copytree(params.paths.curated, reference_params.paths.curated)
     calibrate.calibrate_pool(reference_params)
 
-    crashing = Counter(lead.sampling.make_sampler, fail_on_call=2)
-    monkeypatch.setattr(lead.sampling, "make_sampler", crashing)
+    crashing = Counter(lead.io.sampling.make_sampler, fail_on_call=2)
+    monkeypatch.setattr(lead.io.sampling, "make_sampler", crashing)
     with pytest.raises(RuntimeError, match="simulated crash"):
         calibrate.calibrate_pool(params)
     assert crashing.closed == 1  # the sampler is stopped even when sampling fails
@@ -304,7 +304,7 @@ def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: P
         fh.write('{"kind": "result", "settings": "')
 
     resumed = Counter(crashing.make)
-    monkeypatch.setattr(lead.sampling, "make_sampler", resumed)
+    monkeypatch.setattr(lead.io.sampling, "make_sampler", resumed)
     summary = calibrate.calibrate_pool(params)
     assert (summary["sampled_problems"], summary["cached_problems"]) == (24, 16)
     assert len(resumed.prompts) == 24

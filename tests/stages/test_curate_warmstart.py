@@ -97,9 +97,9 @@ def test_curate_local_source_quarantine_report_and_determinism(small_params: Par
     from datasets import Dataset
 
     from lead.config import SourceSpec
-    from lead.sources import SourceError
+    from lead.io.sources import SourceError
+    from lead.io.tracking import tracking_uri
     from lead.stages import curate
-    from lead.tracking import tracking_uri
 
     local = tmp_path / "mine.jsonl"
     lines = [

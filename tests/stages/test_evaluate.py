@@ -10,11 +10,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import lead.sampling
-from lead.benchmarks import load_benchmark
+import lead.io.sampling
 from lead.config import BENCHMARKS, Params, load_params
-from lead.fingerprint import model_fingerprint, publish
-from lead.sampling import Completion
+from lead.io.benchmarks import load_benchmark
+from lead.io.fingerprint import model_fingerprint, publish
+from lead.io.sampling import Completion
 from lead.stages import evaluate
 from lead.stages._common import manifest_path
 from tests.conftest import ROOT
@@ -230,7 +230,7 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
     from transformers import AutoTokenizer
 
     from lead.cli import app
-    from lead.sampling import render_prompt, user_message
+    from lead.io.sampling import render_prompt, user_message
 
     ev = eval_params.evaluate
     ev.benchmarks, ev.max_problems, ev.samples = ["proxy", "amc23"], 3, 4
@@ -246,7 +246,7 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
     assert all(f for (name, _), f in fits.items() if name == "proxy")
     assert not any(f for (name, _), f in fits.items() if name == "amc23")
     sampler = ScriptedSampler(golds)
-    monkeypatch.setattr(lead.sampling, "make_sampler", lambda *a, **k: sampler)
+    monkeypatch.setattr(lead.io.sampling, "make_sampler", lambda *a, **k: sampler)
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(eval_params.model_dump(mode="json", by_alias=True)))
 
@@ -306,17 +306,3 @@ def test_repeats_resample_with_successive_seeds_and_report_the_spread(eval_param
     # The reported score is the mean over the seeds' scores.
     per_seed = [sum(r["correct"] for r in records if r["seed"] == s) / 6 for s in (5, 6, 7)]
     assert metrics["proxy.pass_at_1"] == pytest.approx(sum(per_seed) / 3)
-
-
-def test_seed_summary_means_and_spreads():
-    summary = evaluate.seed_summary(
-        [
-            {"pass_at_1": 0.2, "len_avg": 10.0, "over_context": 1},
-            {"pass_at_1": 0.4, "len_avg": 14.0, "over_context": 1},
-        ]
-    )
-    assert summary["pass_at_1"] == pytest.approx(0.3) and summary["pass_at_1_std"] == pytest.approx(
-        0.1414, abs=1e-4
-    )
-    assert summary["len_avg_std"] == pytest.approx(2.8284, abs=1e-4) and "over_context_std" not in summary
-    assert evaluate.seed_summary([{"pass_at_1": 0.2}]) == {"pass_at_1": 0.2}

@@ -1,5 +1,5 @@
 """The generation server (``lead serve``: vLLM's OpenAI-compatible server) and its client
-:class:`lead.sampling.ServerSampler`: the same completions as the in-process engine, a server holding another
+:class:`lead.io.sampling.ServerSampler`: the same completions as the in-process engine, a server holding another
 model refused, and calibrate sampling through a server into the cache an in-process run wrote."""
 
 import os
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from lead.config import Params
-from lead.fingerprint import model_fingerprint
-from lead.sampling import (
+from lead.io.fingerprint import model_fingerprint
+from lead.io.sampling import (
     SamplingSpec,
     ServerSampler,
     make_sampler,
@@ -129,7 +129,7 @@ def test_a_server_holding_another_model_or_dtype_is_refused(server):
 def test_calibrate_through_the_server_extends_an_in_process_cache(server, small_params: Params, tiny_model):
     """An in-process vLLM calibration of 8 problems, then 3 more through the server: only the 3 are sampled,
     and the result equals an in-process calibration of all 11 from scratch (one cache key, same draws)."""
-    from lead.proxy import generate_problems
+    from lead.core.proxy import generate_problems
 
     url, _ = server
     shutil.copytree(tiny_model[0], small_params.paths.models / "warmstart")

@@ -5,7 +5,7 @@ try costs the stage's work, not its imports — with a seed that differs from th
 generations of outputs differ, and kills it somewhere between its start and a little after its usual end.
 Then a reader takes what is on disk:
 
-* it either refuses (:class:`lead.fingerprint.StaleOutputError`: no manifest, or a file the manifest does not
+* it either refuses (:class:`lead.io.fingerprint.StaleOutputError`: no manifest, or a file the manifest does not
   name), or what it accepts is exactly one complete generation — checked against the outputs of uninterrupted
   runs with each seed, an oracle independent of the manifests;
 * once per stage the kill comes the moment the first output is replaced, so that the files on disk *are* a
@@ -28,7 +28,7 @@ import pytest
 from mlflow import MlflowClient
 
 from lead.config import Params
-from lead.fingerprint import StaleOutputError, file_fingerprint, verify
+from lead.io.fingerprint import StaleOutputError, file_fingerprint, verify
 from lead.stages._common import manifest_path
 
 pytestmark = pytest.mark.slow
@@ -158,7 +158,7 @@ def evaluated(small_params: Params, tiny_model, forks) -> Params:
     """A curated workspace with the tiny model as models/train, its train manifest, a fast evaluation."""
     import shutil
 
-    from lead.fingerprint import model_fingerprint, publish
+    from lead.io.fingerprint import model_fingerprint, publish
 
     _run(forks, "curate", small_params)
     model = small_params.paths.models / "train"

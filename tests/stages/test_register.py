@@ -8,11 +8,11 @@ import pytest
 from mlflow import MlflowClient
 
 from lead.config import Params
-from lead.fingerprint import StaleOutputError, model_fingerprint, publish
+from lead.io.fingerprint import StaleOutputError, model_fingerprint, publish
+from lead.io.tracking import use_experiment
 from lead.stages import register
 from lead.stages._common import manifest_path
 from lead.stages.evaluate import METRICS, output_dir
-from lead.tracking import use_experiment
 from tests.conftest import tmp_params
 
 pytestmark = pytest.mark.slow  # logs a transformers model per version (~10 s each)

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from lead.sampling import (
+from lead.io.sampling import (
     CPU_ENGINE_ENV,
     Completion,
     SamplingSpec,
@@ -69,7 +69,7 @@ def test_vllm_cpu_serves_the_tiny_model(tiny_model):
 
 
 def test_prompt_seeds_differ_between_prompts_and_follow_the_run_seed():
-    from lead.sampling import prompt_seed
+    from lead.io.sampling import prompt_seed
 
     seeds = {prompt_seed(0, f"problem {i}") for i in range(1000)}
     assert len(seeds) == 1000 and all(0 <= s < 2**31 for s in seeds)
@@ -77,7 +77,7 @@ def test_prompt_seeds_differ_between_prompts_and_follow_the_run_seed():
 
 
 def test_engine_environment_defaults_yield_to_the_users_values(monkeypatch):
-    from lead.sampling import _environ_defaults
+    from lead.io.sampling import _environ_defaults
 
     monkeypatch.setenv("LEAD_TEST_SET", "user")
     monkeypatch.delenv("LEAD_TEST_UNSET", raising=False)

@@ -10,10 +10,10 @@ import mlflow
 import numpy as np
 import pytest
 
-from lead.advantages import lead_advantages
 from lead.config import TinySpec
-from lead.fingerprint import StaleOutputError
-from lead.rewards import Outcome, lead_rewards
+from lead.core.advantages import lead_advantages
+from lead.core.rewards import Outcome, lead_rewards
+from lead.io.fingerprint import StaleOutputError
 from lead.stages import train
 from lead.training import trainer as seam
 
@@ -175,15 +175,6 @@ def test_two_processes_under_accelerate_launch_share_groups_one_run_one_model(rl
     assert runs[0].data.metrics["lead/share_correct"] >= 0.0
 
 
-def test_split_dev_is_seeded_disjoint_and_refuses_a_too_small_pool():
-    rows = [{"id": i} for i in range(10)]
-    kept, dev = train.split_dev(rows, 3, seed=0)
-    assert len(dev) == 3 and {r["id"] for r in kept} | {r["id"] for r in dev} == set(range(10))
-    assert train.split_dev(rows, 3, seed=0) == (kept, dev) and train.split_dev(rows, 0, seed=0) == (rows, [])
-    with pytest.raises(ValueError, match="has only 10 problems"):
-        train.split_dev(rows, 10, seed=0)
-
-
 def test_a_crash_marks_the_mlflow_run_failed(rl_params, monkeypatch):
     def boom(self, *a, **k):
         raise RuntimeError("simulated crash")
@@ -213,8 +204,8 @@ def _weights(folder):
 
 def test_a_new_start_model_in_the_same_folder_trains_afresh(rl_params, tmp_path):
     """A retrained warm start (another tokenizer and shape) at the same path: never a resume of the old run."""
-    from lead.proxy import generate_problems, warmstart_traces
-    from lead.tiny_model import build_model, train_tokenizer
+    from lead.core.proxy import generate_problems, warmstart_traces
+    from lead.io.tiny_model import build_model, train_tokenizer
     from tests.conftest import SUFFIX
 
     first = train.run(rl_params)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from lead import ablation
 from lead.config import load_params
+from lead.core import ablation
 from lead.training.presets import resolve
 from tests.conftest import ROOT
 

@@ -1,8 +1,7 @@
-"""Unit tests of lead.advantages: the §4 weight table, hand-worked groups, dropping, hypothesis properties."""
+"""Unit tests of lead.core.advantages: the §4 weight table, hand-worked groups, dropping, hypothesis properties."""
 
 from __future__ import annotations
 
-import doctest
 import math
 import statistics
 
@@ -12,8 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lead.advantages
-from lead.advantages import difficulty_weight, group_advantages, lead_advantages
+from lead.core.advantages import difficulty_weight, group_advantages, lead_advantages
 
 EPS = 1e-6
 
@@ -260,24 +258,34 @@ def test_float32_tensor_input():
 # --------------------------------------------------------------------------------------------------
 # Bad input
 # --------------------------------------------------------------------------------------------------
-def test_non_divisible_size_raises():
-    with pytest.raises(ValueError, match="not divisible by group_size=4"):
-        lead_advantages([1, 0, 0, 0, 1], 4)
-    with pytest.raises(ValueError, match="not divisible"):
-        group_advantages([1, 0, 0], 2)
-
-
-@pytest.mark.parametrize("group_size", [0, -1, 2.0, False])
-def test_bad_group_size_raises(group_size):
-    with pytest.raises(ValueError, match="group_size"):
-        lead_advantages([1, 0], group_size)
-
-
+# Group sizes: tests/unit/test_rewards.py checks every entry point (one shared check, lead.core._arrays).
 @pytest.mark.parametrize("rewards", [[[1.0, 0.0]], [1.0, float("nan")], [float("inf"), 0.0]])
 def test_bad_rewards_raise(rewards):
     with pytest.raises(ValueError):
         lead_advantages(rewards, 2)
 
 
-def test_docstring_examples():
-    assert doctest.testmod(lead.advantages).failed == 0
+def test_lead_metrics_of_a_step():
+    from lead.core.advantages import lead_metrics
+    from lead.core.rewards import OUTCOMES, Outcome
+
+    code = {o: OUTCOMES.index(o) for o in Outcome}
+    # Two groups of 2: one solved once (rho 0.5, informative), one never (rho 0, dropped: advantages 0).
+    batch = {
+        "codes": np.array(
+            [code[Outcome.CORRECT], code[Outcome.WRONG], code[Outcome.WRONG], code[Outcome.WRONG]]
+        ),
+        "lengths": np.array([10.0, 30.0, 20.0, 40.0]),
+        "rewards": np.array([1.0, -1.0, -1.0, -1.0]),
+        "truncated": np.array([False, False, False, True]),
+    }
+    out = lead_metrics(batch, np.array([0.7, -0.7, 0.0, 0.0]), group_size=2)
+    assert out["lead/share_correct"] == 0.25 and out["lead/share_wrong"] == 0.75
+    assert out["lead/reward_wrong"] == -1.0 and "lead/reward_degenerate" not in out
+    assert out["lead/length_correct"] == 10.0 and out["lead/length_incorrect"] == 30.0
+    assert out["lead/length_mean"] == 25.0 and out["lead/truncated"] == 0.25
+    assert out["lead/rho_mean"] == 0.25 and out["lead/rho_0"] == 0.5 and out["lead/rho_low"] == 0.5
+    assert out["lead/weight_positive_mean"] == pytest.approx(
+        float(difficulty_weight(np.array([0.5, 0.0])).mean())
+    )
+    assert out["lead/dropped_groups"] == 0.5

@@ -1,4 +1,4 @@
-"""Curation core (lead.curation) and loaders (lead.sources): tables of hand-made rows, small files written to
+"""Curation core (lead.core.curation) and loaders (lead.io.sources): tables of hand-made rows, small files written to
 tmp_path, and the real shipped files where the claim is about them (the stage-2/3 set's MATH-500 problems)."""
 
 import json
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from lead import curation
-from lead.curation import Malformed, Record, Settings, SourceInput
-from lead.sources import SourceError, load_benchmark, read_rows, resolve
+from lead.core import curation
+from lead.core.curation import Malformed, Record, Settings, SourceInput
+from lead.io.sources import SourceError, load_benchmark, read_rows, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = ROOT / "data/raw"

@@ -1,11 +1,11 @@
-"""lead.difficulty: Wilson intervals, per-problem records, bands, the stage-1 filter and the stage-2 rule."""
+"""lead.core.difficulty: Wilson intervals, per-problem records, bands, the stage-1 filter and the stage-2 rule."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lead.config import ParamsError, Stage2Params, load_params
-from lead.difficulty import (
+from lead.core.difficulty import (
     STAGE2_MAX_PASS_RATE,
     band_counts,
     band_labels,
@@ -14,6 +14,7 @@ from lead.difficulty import (
     calibrate_problem,
     in_band,
     pass_rate_histogram,
+    split_dev,
     stage2_band,
     wilson_interval,
 )
@@ -169,3 +170,15 @@ def test_calibrate_params_bands_and_backend_are_validated():
     with pytest.raises(ParamsError, match=r"calibrate\.backend = 'onnx'"):
         load_params(ROOT / "params.yaml", ["calibrate.backend=onnx"])
     assert load_params(ROOT / "params.yaml", ["calibrate.bands=[]"]).calibrate.bands == []  # one band (0, 1)
+
+
+def test_split_dev_is_seeded_disjoint_and_refuses_a_too_small_pool():
+    rows = [{"id": i} for i in range(10)]
+    kept, dev = split_dev(rows, 3, seed=0)
+    assert len(dev) == 3 and {r["id"] for r in kept} | {r["id"] for r in dev} == set(range(10))
+    assert split_dev(rows, 3, seed=0) == (kept, dev) and split_dev(rows, 0, seed=0) == (
+        rows,
+        [],
+    )
+    with pytest.raises(ValueError, match="has only 10 problems"):
+        split_dev(rows, 10, seed=0)

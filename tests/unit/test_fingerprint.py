@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from lead.fingerprint import (
+from lead.io.files import atomic_path, remove_abandoned
+from lead.io.fingerprint import (
     StaleOutputError,
     file_fingerprint,
     model_fingerprint,
@@ -16,7 +17,6 @@ from lead.fingerprint import (
     value_fingerprint,
     verify,
 )
-from lead.io import atomic_path, remove_abandoned
 
 
 def _model(folder, weights: bytes = b"w1"):
@@ -93,7 +93,7 @@ def test_atomic_writes_clean_up_after_a_killed_writer(tmp_path):
 
 
 def test_read_verified_returns_the_bytes_it_checked(tmp_path):
-    from lead.fingerprint import read_verified
+    from lead.io.fingerprint import read_verified
 
     manifest, out = tmp_path / "m.json", tmp_path / "metrics.json"
     out.write_text('{"a": 1}')
@@ -112,10 +112,10 @@ def test_training_code_is_part_of_a_runs_identity(tmp_path, monkeypatch):
     import importlib
     import sys
 
-    from lead.fingerprint import code_fingerprint
+    from lead.io.fingerprint import code_fingerprint
     from lead.stages.train import TRAINING_CODE
 
-    assert "lead.rewards" in TRAINING_CODE and "lead.training" in TRAINING_CODE
+    assert "lead.core.rewards" in TRAINING_CODE and "lead.training" in TRAINING_CODE
     package = tmp_path / "seam"
     package.mkdir()
     (package / "__init__.py").write_text("")

@@ -106,7 +106,7 @@ def test_scale_recipes_reach_trl_with_a_bounded_vllm_context(name, tmp_path):
 
 @pytest.mark.parametrize("preset", ["faithful", "paper", "improved"])
 def test_repetition_penalty_scores_loops_anywhere_even_with_e_off(preset):
-    from lead.rewards import Outcome
+    from lead.core.rewards import Outcome
     from lead.training.trainer import classify
 
     assert not resolve(TrainParams(preset=preset)).lead.loops_anywhere

@@ -6,8 +6,15 @@ from collections import Counter
 
 import pytest
 
+from lead.core.proxy import (
+    ProxyProblem,
+    Verbosity,
+    apply_op,
+    generate_problems,
+    solution_trace,
+    warmstart_traces,
+)
 from lead.grading import extract_answer, grade
-from lead.proxy import ProxyProblem, Verbosity, apply_op, generate_problems, solution_trace, warmstart_traces
 
 
 def test_problem_text_answer_and_level():

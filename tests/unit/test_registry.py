@@ -1,6 +1,6 @@
 """The champion gate and the reviewer's description (pure: no MLflow)."""
 
-from lead import registry
+from lead.core import registry
 
 CHAMP = {"aime24": {"pass_at_1": 0.30, "len_avg": 1000.0}, "math500": {"pass_at_1": 0.80, "len_avg": 500.0}}
 

@@ -1,8 +1,7 @@
-"""Unit tests of lead.rewards: hand-worked tables, hypothesis properties, the repetition detector."""
+"""Unit tests of lead.core.rewards: hand-worked tables, hypothesis properties, the repetition detector."""
 
 from __future__ import annotations
 
-import doctest
 import itertools
 import math
 import random
@@ -15,8 +14,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lead.rewards
-from lead.rewards import Outcome, classify_outcome, is_degenerate, lead_rewards
+from lead.core.advantages import group_advantages, lead_advantages
+from lead.core.rewards import Outcome, classify_outcome, is_degenerate, lead_rewards
 
 E_005 = 1.0512710963760241  # exp(+0.05): correct answer one sigma shorter than the mean
 E_M005 = 0.951229424500714  # exp(-0.05): one sigma longer
@@ -191,15 +190,25 @@ def test_mismatched_lengths_raise():
         lead_rewards(["correct", "wrong", "wrong"], [1, 2], 3)
 
 
-def test_non_divisible_size_raises():
-    with pytest.raises(ValueError, match="not divisible by group_size=4"):
-        lead_rewards(["correct"] * 6, [1] * 6, 4)
+# Every entry point that takes flat groups checks them the same way (lead.core._arrays.check_group_size).
+GROUPED = {
+    "lead_rewards": lambda n, g: lead_rewards(["correct"] * n, [1] * n, g),
+    "lead_advantages": lambda n, g: lead_advantages([1.0] + [0.0] * (n - 1), g),
+    "group_advantages": lambda n, g: group_advantages([1.0] + [0.0] * (n - 1), g),
+}
 
 
-@pytest.mark.parametrize("group_size", [0, -2, 1.5, True])
-def test_bad_group_size_raises(group_size):
-    with pytest.raises(ValueError, match="group_size"):
-        lead_rewards(["correct"] * 2, [1, 2], group_size)
+@pytest.mark.parametrize("entry", GROUPED)
+def test_non_divisible_size_raises(entry):
+    with pytest.raises(ValueError, match="6 items, not divisible by group_size=4"):
+        GROUPED[entry](6, 4)
+
+
+@pytest.mark.parametrize("entry", GROUPED)
+@pytest.mark.parametrize("group_size", [0, -2, 1.5, 2.0, True, False])
+def test_bad_group_size_raises(entry, group_size):
+    with pytest.raises(ValueError, match="group_size must be an integer >= 1"):
+        GROUPED[entry](2, group_size)
 
 
 def test_unknown_outcome_raises_with_value_and_allowed():
@@ -346,7 +355,3 @@ def test_outcome_enum_is_string_valued():
     assert [o.value for o in Outcome] == ["correct", "wrong", "unfinished", "degenerate"]
     with pytest.raises(ValueError):
         Outcome("timeout")
-
-
-def test_docstring_examples():
-    assert doctest.testmod(lead.rewards).failed == 0

@@ -2,8 +2,8 @@
 
 import pytest
 
-from lead.proxy import solution_trace
-from lead.sampling import render_prompt, user_message
+from lead.core.proxy import solution_trace
+from lead.io.sampling import render_prompt, user_message
 from tests.conftest import SUFFIX
 
 TEXTS = [

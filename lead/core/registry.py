@@ -16,12 +16,11 @@ No MLflow here: :mod:`lead.stages.register` does the I/O.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from lead.io import sha256_text
 
 HEADLINE = ("pass_at_1", "len_avg")  # what the gate judges, per benchmark
 # Evaluate params that change the measurement; model and backend do not (both backends sample the same way).
@@ -43,7 +42,7 @@ def protocol(evaluate_section: Mapping[str, Any]) -> dict[str, Any]:
 
 def protocol_id(evaluate_section: Mapping[str, Any]) -> str:
     """A short stable hash of :func:`protocol`: two versions are comparable only when theirs are equal."""
-    return sha256_text(json.dumps(protocol(evaluate_section), sort_keys=True))[:12]
+    return hashlib.sha256(json.dumps(protocol(evaluate_section), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def score_tags(scores: Scores) -> dict[str, str]:
@@ -94,12 +93,13 @@ def gate(
     reasons: list[str] = []
     ok = True
     for bench, cand in candidate.items():
-        champ = champion.get(bench)
-        if not champ or champ.get("pass_at_1") is None:
+        champ = champion.get(bench) or {}
+        p0 = champ.get("pass_at_1")
+        if p0 is None:
             ok = False
             reasons.append(f"{bench}: the champion has no score")
             continue
-        p, p0 = cand["pass_at_1"] or 0.0, champ["pass_at_1"]
+        p = cand["pass_at_1"] or 0.0
         if p < p0 - pass_tolerance:
             ok = False
             reasons.append(f"{bench}: Pass@1 {p:.4f} < champion {p0:.4f} - {pass_tolerance}")

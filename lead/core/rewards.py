@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from lead.core._arrays import as_1d_float, check_group_size
+
 __all__ = ["Outcome", "classify_outcome", "is_degenerate", "lead_rewards"]
 
 THINK_CLOSE = "</think>"
@@ -71,19 +73,13 @@ class Outcome(enum.StrEnum):
     DEGENERATE = "degenerate"
 
 
+# The outcomes in a fixed order: a batch carries an outcome as its index in this tuple (a tensor of codes).
+OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
+
+
 # Row order of the per-outcome reward table built in ``lead_rewards``.
 _OUTCOME_INDEX = {outcome: i for i, outcome in enumerate(Outcome)}
 _ALLOWED = ", ".join(repr(o.value) for o in Outcome)
-
-
-def _as_1d_float(values: Any, name: str) -> np.ndarray:
-    """Convert a list / numpy array / torch tensor to a flat float64 numpy array."""
-    if hasattr(values, "detach"):  # torch tensor: leave the autograd graph and the device first
-        values = values.detach().cpu().numpy()
-    array = np.asarray(values, dtype=np.float64)
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be a flat (1-D) sequence, got shape {array.shape}")
-    return array
 
 
 def _outcome_codes(outcomes: Iterable[Outcome | str]) -> np.ndarray:
@@ -95,13 +91,6 @@ def _outcome_codes(outcomes: Iterable[Outcome | str]) -> np.ndarray:
         except ValueError:
             raise ValueError(f"unknown outcome {value!r}; allowed: {_ALLOWED}") from None
     return np.asarray(codes, dtype=np.intp)
-
-
-def _check_group_size(n_items: int, group_size: int, what: str) -> None:
-    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
-        raise ValueError(f"group_size must be an integer >= 1, got {group_size!r}")
-    if n_items % group_size:
-        raise ValueError(f"{what} has {n_items} items, not divisible by group_size={group_size}")
 
 
 def lead_rewards(
@@ -149,10 +138,10 @@ def lead_rewards(
     [1.036, 0.9653, -1.0, -2.0]
     """
     codes = _outcome_codes(outcomes)
-    length_array = _as_1d_float(lengths, "lengths")
+    length_array = as_1d_float(lengths, "lengths")
     if len(codes) != len(length_array):
         raise ValueError(f"outcomes has {len(codes)} items but lengths has {len(length_array)}")
-    _check_group_size(len(codes), group_size, "outcomes")
+    check_group_size(len(codes), group_size, "outcomes")
     if not np.all(np.isfinite(length_array)) or np.any(length_array < 0):
         raise ValueError("lengths must be finite and non-negative")
 
@@ -161,7 +150,7 @@ def lead_rewards(
     table[_OUTCOME_INDEX[Outcome.WRONG]] = wrong
     table[_OUTCOME_INDEX[Outcome.UNFINISHED]] = unfinished
     table[_OUTCOME_INDEX[Outcome.DEGENERATE]] = degenerate
-    rewards = table[codes]
+    rewards: np.ndarray = table[codes]
     if len(codes) == 0 or alpha == 0:
         return rewards
 

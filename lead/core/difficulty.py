@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Inclusive = Literal["both", "neither", "left", "right"]
 
@@ -217,3 +218,13 @@ def _check_edges(edges: Sequence[float]) -> None:
 
 def _fmt(x: float) -> str:
     return f"{x:g}"
+
+
+def split_dev(
+    rows: list[dict[str, Any]], n: int, seed: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(train, dev)``: ``n`` rows drawn (seeded) from the pool for validation, the rest kept for RL, in order."""
+    if n >= len(rows):
+        raise ValueError(f"train.dev_problems = {n}: the pool has only {len(rows)} problems")
+    held = set(random.Random(seed).sample(range(len(rows)), n))
+    return [r for i, r in enumerate(rows) if i not in held], [r for i, r in enumerate(rows) if i in held]

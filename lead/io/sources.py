@@ -3,14 +3,14 @@
 A source's ``path`` is one of
 
 * a built-in name for a shipped file under ``paths.raw`` (:data:`BUILTIN`; see ``data/raw/README.md``);
-* a local ``.jsonl`` (read line by line: a bad line is handed on as :class:`lead.curation.Malformed`, so it
+* a local ``.jsonl`` (read line by line: a bad line is handed on as :class:`lead.core.curation.Malformed`, so it
   is quarantined rather than fatal), ``.json`` (one array of objects; JSON Lines in a ``.json`` file are
   accepted too) or ``.parquet`` file, or a local dataset folder (``datasets.load_dataset``);
 * a Hugging Face dataset id (``datasets.load_dataset(path, config, split=split)``; lead runs offline by
   default, so this needs ``HF_DATASETS_OFFLINE=0`` or a cached copy).
 
 The ``proxy`` source is generated, not read: ``lead/stages/curate.py`` builds its rows. Rows are returned
-as ``(origin, row)`` pairs for :func:`lead.curation.records_from_rows`. A file that cannot be read at all —
+as ``(origin, row)`` pairs for :func:`lead.core.curation.records_from_rows`. A file that cannot be read at all —
 missing, not UTF-8, not JSON, no line of it parseable, not Parquet — raises :class:`SourceError` naming it.
 """
 
@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lead.curation import Malformed, Record, normalize_answer, records_from_rows
+from lead.core.curation import Malformed, Record, normalize_answer, records_from_rows
 
 BUILTIN: dict[str, str] = {
     "math_train": "math/train.jsonl",

@@ -28,27 +28,16 @@ from typing import Any, overload
 
 import numpy as np
 
+from lead.core._arrays import as_1d_float, check_group_size
+from lead.core.rewards import OUTCOMES, Outcome
+
 __all__ = ["difficulty_weight", "group_advantages", "lead_advantages"]
-
-
-def _as_1d_float(values: Any, name: str) -> np.ndarray:
-    """Convert a list / numpy array / torch tensor to a flat float64 numpy array."""
-    # Same helper as in lead.rewards, kept local so the advantage maths depends on nothing else.
-    if hasattr(values, "detach"):  # torch tensor: leave the autograd graph and the device first
-        values = values.detach().cpu().numpy()
-    array = np.asarray(values, dtype=np.float64)
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be a flat (1-D) sequence, got shape {array.shape}")
-    return array
 
 
 def _grouped(values: Any, group_size: int) -> np.ndarray:
     """Flat rewards -> ``(n_groups, group_size)`` float64 matrix, validating the sizes."""
-    array = _as_1d_float(values, "rewards")
-    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
-        raise ValueError(f"group_size must be an integer >= 1, got {group_size!r}")
-    if len(array) % group_size:
-        raise ValueError(f"rewards has {len(array)} items, not divisible by group_size={group_size}")
+    array = as_1d_float(values, "rewards")
+    check_group_size(len(array), group_size, "rewards")
     if not np.all(np.isfinite(array)):
         raise ValueError("rewards must be finite")
     return array.reshape(-1, group_size)
@@ -107,12 +96,13 @@ def group_advantages(
     # Centre on each group's first reward before averaging: a group of equal rewards then gives exactly
     # 0 (r - mean(r) can leave ~1e-16, which the division by std + eps would blow up to ~1e-10).
     shifted = r - r[:, :1]
-    centred = shifted - shifted.mean(axis=1, keepdims=True)
+    centred: np.ndarray = shifted - shifted.mean(axis=1, keepdims=True)
     if not scale_by_std:
         return centred.reshape(-1)
     # ddof = 1, with the denominator clamped so a group of one gives std 0 rather than 0/0 = nan.
     std = np.sqrt((centred**2).sum(axis=1, keepdims=True) / max(group_size - 1, 1))
-    return (centred / (std + eps)).reshape(-1)
+    scaled: np.ndarray = centred / (std + eps)
+    return scaled.reshape(-1)
 
 
 def lead_advantages(
@@ -150,3 +140,30 @@ def lead_advantages(
         uninformative = np.all(r <= 0, axis=1) | np.all(r == 1.0, axis=1)
         adv = np.where(uninformative[:, None], 0.0, adv)
     return adv.reshape(-1)
+
+
+def lead_metrics(batch: dict[str, np.ndarray], advantages: np.ndarray, group_size: int) -> dict[str, float]:
+    """Per-step diagnostics: shares and rewards by outcome, lengths, online pass rate ρ, AD weights, drops."""
+    codes, lengths, rewards = batch["codes"], batch["lengths"], batch["rewards"]
+    out: dict[str, float] = {}
+    for i, outcome in enumerate(OUTCOMES):
+        mask = codes == i
+        out[f"lead/share_{outcome.value}"] = float(mask.mean())
+        if mask.any():
+            out[f"lead/reward_{outcome.value}"] = float(rewards[mask].mean())
+    correct = codes == OUTCOMES.index(Outcome.CORRECT)
+    if correct.any():
+        out["lead/length_correct"] = float(lengths[correct].mean())
+    if (~correct).any():
+        out["lead/length_incorrect"] = float(lengths[~correct].mean())
+    out["lead/length_mean"] = float(lengths.mean())
+    out["lead/truncated"] = float(batch["truncated"].mean())
+    rho = (rewards.reshape(-1, group_size) > 0).mean(axis=1)
+    out["lead/rho_mean"] = float(rho.mean())
+    bands = {"0": rho == 0, "low": (rho > 0) & (rho <= 0.5), "high": (rho > 0.5) & (rho < 1), "1": rho == 1}
+    for name, inside in bands.items():
+        out[f"lead/rho_{name}"] = float(inside.mean())  # a 4-bin histogram of the groups' pass rates
+    out["lead/weight_positive_mean"] = float(difficulty_weight(rho).mean())
+    out["lead/weight_negative_mean"] = float(difficulty_weight(1 - rho).mean())
+    out["lead/dropped_groups"] = float((np.abs(advantages.reshape(-1, group_size)).sum(axis=1) == 0).mean())
+    return out

@@ -14,7 +14,6 @@ model (``AutoModelForCausalLM.from_pretrained``, ``AutoTokenizer.from_pretrained
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -100,10 +99,3 @@ def build_model(spec: TinySpec, tokenizer, *, seed: int = 0):
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model
-
-
-def load_tokenizer(path: str | Path):
-    """Load a tokenizer saved by this module or any hub tokenizer (``AutoTokenizer``)."""
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(path))

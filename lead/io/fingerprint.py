@@ -157,7 +157,7 @@ def unpublish(manifest: str | os.PathLike[str]) -> None:
 def publish(manifest: str | os.PathLike[str], stage: str, outputs: Iterable[Path], **facts: Any) -> dict:
     """Write ``manifest`` (last, atomically): the fingerprint of each output and ``facts`` (e.g. the model the
     outputs describe, the MLflow run that holds them). Paths are stored relative to the manifest's folder."""
-    from lead.io import write_json
+    from lead.io.files import write_json
 
     manifest = Path(manifest)
     entries = {_relative(p, manifest): file_fingerprint(p) for p in outputs}

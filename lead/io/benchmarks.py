@@ -1,7 +1,7 @@
 """Evaluation benchmarks by name: the proxy test split and the shipped AIME / AMC / MATH-500 test sets.
 
 ``proxy`` is ``<paths.curated>/test.parquet`` (written by ``curate``); the others are read by
-:func:`lead.sources.load_benchmark` from ``<paths.raw>`` -- the same loader curation decontaminates against,
+:func:`lead.io.sources.load_benchmark` from ``<paths.raw>`` -- the same loader curation decontaminates against,
 so both see the same problems. It smooths the files' quirks (``data/raw/README.md``): gold answers become
 text (AIME 2024's ``'025'`` stays as written, the grader compares numbers; AIME 2025's ints become ``'70'``;
 AMC 2023's floats ``27.0`` become ``'27'``) and ids become ``<benchmark>-<id>``.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lead.config import BENCHMARKS, Params
-from lead.evaluation import ALL
+from lead.core.evaluation import ALL
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def _proxy(params: Params) -> list[BenchmarkProblem]:
 
 
 def _raw(name: str, params: Params) -> list[BenchmarkProblem]:
-    from lead.sources import load_benchmark as load_shipped
+    from lead.io.sources import load_benchmark as load_shipped
 
     return [
         BenchmarkProblem(id=r.id, problem=r.problem, answer=r.answer, band=band_of(r.level))

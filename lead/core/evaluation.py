@@ -33,6 +33,7 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from lead.grading import answers_equal
 
@@ -454,4 +455,24 @@ def benchmark_metrics(
                     f"{r.band}.pass_at_1": r.pass_at_1,
                 }
             )
+    return out
+
+
+def seed_summary(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """Metrics over repeats: the mean of each metric, and for more than one seed ``<metric>_std`` (sample std)
+    of the headline scores (``pass_at_*``, ``cons_at_*``, ``len_avg``)."""
+    if len(per_seed) == 1:
+        return per_seed[0]
+    out: dict[str, Any] = {}
+    for key in per_seed[0]:
+        values = [v[key] for v in per_seed]
+        if any(v is None for v in values):
+            out[key] = None
+            continue
+        if not all(isinstance(v, int | float) for v in values):  # a label such as the extraction rule
+            out[key] = values[0] if len(set(values)) == 1 else None
+            continue
+        out[key] = statistics.fmean(values)
+        if key.startswith(("pass_at_", "cons_at_", "len_avg")):
+            out[f"{key}_std"] = statistics.stdev(values)
     return out

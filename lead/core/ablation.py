@@ -56,7 +56,10 @@ def run_name(variant: str, seed: int) -> str:
 def scores_from_metrics(metrics: Mapping[str, Any], samples: int, benchmark: str = "proxy") -> dict[str, Any]:
     """One run's scores from evaluate's flat metrics: Pass@1 (mean over samples), mean length (tokens),
     Cons@k, precision = Pass@1 / answered share (correct among answered), mean length of correct answers."""
-    get = lambda key: metrics.get(f"{benchmark}.{key}")  # noqa: E731
+
+    def get(key: str) -> Any:
+        return metrics.get(f"{benchmark}.{key}")
+
     pass_at_1, answered = get("pass_at_1"), get("answered")
     return {
         "pass_at_1": pass_at_1,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
-from lead.io import repo_root
+from lead.io.files import repo_root
 
 PARENT_RUN_ENV = "LEAD_PARENT_RUN_ID"
 
@@ -85,19 +85,15 @@ def stage_run(
     parent = os.environ.get(PARENT_RUN_ENV)
     tags = {"stage": stage, **({"mlflow.parentRunId": parent} if parent else {})}
     nested = mlflow.active_run() is not None  # inside the Prefect flow's parent run
-    if run_id:
-        run = mlflow.start_run(run_id=run_id, nested=nested)
-    else:
-        run = mlflow.start_run(run_name=stage, tags=tags, nested=nested)
-    try:
+    opened = (
+        mlflow.start_run(run_id=run_id, nested=nested)
+        if run_id
+        else mlflow.start_run(run_name=stage, tags=tags, nested=nested)
+    )
+    with opened as run:  # ends the run FINISHED, or FAILED on any exception (KeyboardInterrupt included)
         if not run_id:  # params of a resumed run are already logged (and MLflow refuses to change them)
             for section in log_sections:
                 # Only the sections logged are read (the DAG contract test checks what a stage reads).
                 values = getattr(params, "register_" if section == "register" else section)
                 mlflow.log_params(flatten({section: values.model_dump(mode="json", by_alias=True)}))
         yield run
-    except BaseException:
-        mlflow.end_run(status="FAILED")
-        raise
-    else:
-        mlflow.end_run(status="FINISHED")
