@@ -3,46 +3,50 @@ r"""Dataset curation, the pure core: raw rows in, a clean training pool, a test 
 Callers (``lead/stages/curate.py``, via ``lead/io/sources.py``) read the files and write the results; nothing
 here touches the file system. Every input row ends in exactly one place: the training pool, the test split,
 the quarantine (with a reason from :data:`REASONS`), or — only when ``max_problems`` /
-``max_train_problems`` ask for fewer — the count of problems sampled out. The steps, in order:
+``max_train_problems`` ask for fewer — the count of problems sampled out. The steps, in order, each one
+function from the records the previous step kept to a :class:`Step` (kept, quarantined, report entries),
+which :func:`curate` runs in turn:
 
-1. **Rows → records** (:func:`records_from_rows`). Field mapping: problem = ``problem`` or ``question``;
-   answer = ``answer`` when the row has that key, else the last ``\boxed{}`` of ``solution``
-   (:func:`lead.grading.extract_answer`, box rule); optional ``id``/``unique_id``, ``level`` (``3`` or ``"Level 3"``),
-   ``difficulty``, ``correctness``, ``solution``, ``split`` (``test`` = held out). Ids are
-   ``<source>-<id or row index>``. A malformed line, a row with no problem or no answer, or a repeated id
-   is quarantined.
-2. **Normalise answers** (:func:`normalize_answer`): numbers to text (``27.0`` → ``27``), surrounding
-   ``$``/``\(``/``\[`` and a whole ``\boxed{}`` unwrapped, whitespace collapsed, AIME-style leading zeros
-   dropped (``025`` → ``25``), a trailing period dropped. Each rule is counted.
-3. **Gradable gold** (:func:`lead.grading.gold_problems`): the grader's own extraction and parse of the
-   gold, the same the reward makes: plain numbers at once, guarded answers refused, everything else parsed
-   by math-verify in the grader's worker processes (``\frac{1}{`` does not parse). A gold refused there
-   could never earn a reward, so the problem is quarantined.
-4. **Prompt length**: problem + prompt suffix counted with the model's tokenizer (chat template included)
-   when one can be loaded, else estimated as ``ceil(characters / 2.5)`` (:func:`estimate_tokens`); longer
-   than ``max_prompt_tokens`` is quarantined (TRL 1.16 no longer truncates prompts).
-5. **Exact duplicates**: same normalised word sequence (:func:`words`: lower-cased NFKC text, LaTeX
-   formatting commands and math delimiters dropped; numbers, operators and brackets kept). The first copy
-   wins, test records before training records (so the train pool never repeats a test problem), then
-   source order, then row order. A later copy with a different answer is quarantined as
-   ``duplicate_conflict``.
-6. **Near duplicates**: Jaccard similarity of word 5-gram sets ≥ ``near_duplicate_jaccard`` (0.9), found
-   with MinHash (64 multiply-shift hashes) and LSH (16 bands × 4 rows), then verified exactly. Only pairs
-   with the *same* answer are duplicates: the same template with other numbers is a different problem
-   (the proxy task is made of such pairs).
-7. **Decontamination** (training records only) against every benchmark given (:func:`decontaminate`). The
-   *coverage* of a benchmark problem by a training problem is the share of its words that lie inside a
-   word ``decontam_ngram``-gram (8) the two share (the Tülu 3 measure). A training problem is contaminated
-   when coverage reaches ``decontam_coverage_any_answer`` (80 %: near-verbatim text — the same problem
-   with its answer asked in another form, or the same set-up or figure with another question, or a
-   template sibling with other numbers), or ``decontam_coverage`` (50 %: a reformatted or lightly
-   reworded copy) with an equal gold answer. Paraphrases that share no n-gram are not caught. Below 80 %
-   with a different answer a pair is kept and counted: on the shipped data those are template siblings
-   or shared boilerplate ("Express your answer as a common fraction.", Asymptote grids) on short
+1. **Rows → records** (:func:`load_records`; per source :func:`records_from_rows`). Field mapping:
+   problem = ``problem`` or ``question``; answer = ``answer`` when the row has that key, else the last
+   ``\boxed{}`` of ``solution`` (:func:`lead.grading.extract_answer`, box rule); optional
+   ``id``/``unique_id``, ``level`` (``3`` or ``"Level 3"``), ``difficulty``, ``correctness``, ``solution``,
+   ``split`` (``test`` = held out). Ids are ``<source>-<id or row index>``. A malformed line, a row with no
+   problem or no answer, or a repeated id is quarantined.
+2. **Normalise answers** (:func:`normalize_answers`; per answer :func:`normalize_answer`): numbers to text
+   (``27.0`` → ``27``), surrounding ``$``/``\(``/``\[`` and a whole ``\boxed{}`` unwrapped, whitespace
+   collapsed, AIME-style leading zeros dropped (``025`` → ``25``), a trailing period dropped. Each rule is
+   counted.
+3. **Gradable gold** (:func:`keep_gradable`; :func:`lead.grading.gold_problems`): the grader's own
+   extraction and parse of the gold, the same the reward makes: plain numbers at once, guarded answers
+   refused, everything else parsed by math-verify in the grader's worker processes (``\frac{1}{`` does not
+   parse). A gold refused there could never earn a reward, so the problem is quarantined.
+4. **Prompt length** (:func:`limit_prompt_length`): problem + prompt suffix counted with the model's
+   tokenizer (chat template included) when one can be loaded, else estimated as ``ceil(characters / 2.5)``
+   (:func:`estimate_tokens`); longer than ``max_prompt_tokens`` is quarantined (TRL 1.16 no longer
+   truncates prompts).
+5. **Exact duplicates** (:func:`drop_exact_duplicates`): same normalised word sequence (:func:`words`:
+   lower-cased NFKC text, LaTeX formatting commands and math delimiters dropped; numbers, operators and
+   brackets kept). The first copy wins, test records before training records (so the train pool never
+   repeats a test problem), then source order, then row order. A later copy with a different answer is
+   quarantined as ``duplicate_conflict``.
+6. **Near duplicates** (:func:`drop_near_duplicates`): Jaccard similarity of word 5-gram sets ≥
+   ``near_duplicate_jaccard`` (0.9), found with MinHash (64 multiply-shift hashes) and LSH (16 bands × 4
+   rows), then verified exactly. Only pairs with the *same* answer are duplicates: the same template with
+   other numbers is a different problem (the proxy task is made of such pairs).
+7. **Decontamination** (:func:`drop_contaminated`; training records only) against every benchmark given
+   (:func:`decontaminate`). The *coverage* of a benchmark problem by a training problem is the share of its
+   words that lie inside a word ``decontam_ngram``-gram (8) the two share (the Tülu 3 measure). A training
+   problem is contaminated when coverage reaches ``decontam_coverage_any_answer`` (80 %: near-verbatim text
+   — the same problem with its answer asked in another form, or the same set-up or figure with another
+   question, or a template sibling with other numbers), or ``decontam_coverage`` (50 %: a reformatted or
+   lightly reworded copy) with an equal gold answer. Paraphrases that share no n-gram are not caught. Below
+   80 % with a different answer a pair is kept and counted: on the shipped data those are template
+   siblings or shared boilerplate ("Express your answer as a common fraction.", Asymptote grids) on short
    benchmark problems. A benchmark problem shorter than n words must appear whole.
-8. **Mixing** (training records only): ``max_problems`` caps a source; ``max_train_problems`` shares a
-   total out by source ``weight`` (sources with fewer problems than their share give the rest to the
-   others); the kept subset is a seeded sample in original order.
+8. **Mixing** (:func:`mix`; training records only): ``max_problems`` caps a source; ``max_train_problems``
+   shares a total out by source ``weight`` (sources with fewer problems than their share give the rest to
+   the others); the kept subset is a seeded sample in original order.
 
 Everything is deterministic for the same rows and settings.
 """
@@ -57,7 +61,7 @@ import unicodedata
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -405,7 +409,9 @@ _B = _HASH_RNG.integers(0, 2**63, size=_NUM_PERM, dtype=np.uint64)
 
 def minhash(shingles: np.ndarray) -> np.ndarray:
     """MinHash signature: for each of 64 multiply-shift hashes ``(a·x + b mod 2^64) >> 32``, the minimum."""
-    return ((shingles[:, None] * _A[None, :] + _B[None, :]) >> np.uint64(32)).min(axis=0)
+    hashed: np.ndarray = (shingles[:, None] * _A[None, :] + _B[None, :]) >> np.uint64(32)
+    signature: np.ndarray = hashed.min(axis=0)
+    return signature
 
 
 def jaccard(a: set[int], b: set[int]) -> float:
@@ -574,88 +580,49 @@ def sample_in_order(items: Sequence[Any], k: int, seed: str) -> list[Any]:
 
 
 # --------------------------------------------------------------------------------------------------
-# The whole pass
+# The steps (module docstring, 1-8): one pure function each, records in, a Step out
 # --------------------------------------------------------------------------------------------------
-class _Steps:
-    """Book-keeping: the report's step table and per-source counts, filled as records are removed."""
+@dataclass
+class Step:
+    """What one step did: the records it passes on (in the order the next step reads them), those it
+    quarantined, those it sampled out per source (mixing only: fine problems, not a quarantine), and its own
+    entries for the report's step table (``info``: method, thresholds, ...). ``n_in`` is what it was given."""
 
-    def __init__(self, names: Sequence[str]) -> None:
-        self.table: list[dict[str, Any]] = []
-        self.by_source: dict[str, Counter[str]] = {n: Counter() for n in names}
-        self.rejected: list[Rejected] = []
-        self.clock = time.perf_counter()
-
-    def add(
-        self,
-        step: str,
-        n_in: int,
-        n_out: int,
-        removed: Iterable[Rejected] = (),
-        sampled_out: Mapping[str, int] | None = None,
-        **info: Any,
-    ) -> None:
-        """One row of the step table; ``removed`` go to the quarantine, ``sampled_out`` (per source) do not."""
-        removed = list(removed)
-        reasons = Counter(r.reason for r in removed)
-        for r in removed:
-            self.by_source[r.source][r.reason] += 1
-        self.rejected.extend(removed)
-        for name, n in (sampled_out or {}).items():
-            self.by_source[name][SAMPLED_OUT] += n
-            reasons[SAMPLED_OUT] += n
-        now, started = time.perf_counter(), self.clock
-        self.clock = now
-        row = {
-            "step": step,
-            "in": n_in,
-            "out": n_out,
-            "removed": {k: v for k, v in sorted(reasons.items()) if v},
-        }
-        self.table.append({**row, "seconds": round(now - started, 2), **info})
+    name: str
+    n_in: int
+    kept: list[Record]
+    rejected: list[Rejected] = field(default_factory=list)
+    sampled_out: dict[str, int] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
 
 
-def curate(
-    sources: Sequence[SourceInput],
-    benchmarks: Mapping[str, Sequence[Record]],
-    settings: Settings,
-    count_tokens: Callable[[list[str]], list[int]] | None = None,
-    token_method: str = "",
-) -> Result:
-    """Run steps 1-8 of the module docstring over ``sources`` (in priority order).
-
-    ``benchmarks`` are the evaluation sets to decontaminate against (empty: step 7 is skipped);
-    ``count_tokens`` maps prompts to token counts (default :func:`estimate_tokens`), ``token_method`` says
-    how, for the report.
-    """
-    started = time.perf_counter()
-    names = [s.name for s in sources]
-    steps = _Steps(names)
-    read = {s.name: len(s.rows) for s in sources}
-
-    # 1. rows -> records
+def load_records(sources: Sequence[SourceInput]) -> Step:
+    """Step 1: the rows of every source as records (:func:`records_from_rows`: malformed rows, missing
+    problems or answers and repeated ids within a source quarantined), then ids unique across sources: a
+    record whose id an earlier source already gave out is quarantined as ``duplicate_id``. Counts rows in."""
     records: list[Record] = []
-    load_rejects: list[Rejected] = []
+    rejected: list[Rejected] = []
     for src in sources:
         recs, rej = records_from_rows(src.name, src.rows)
         records += recs
-        load_rejects += rej
-    seen_ids: set[str] = set()
+        rejected += rej
+    seen: set[str] = set()
     unique: list[Record] = []
-    for rec in records:  # ids are unique within a source already; across sources the prefix decides
-        if rec.id in seen_ids:
-            load_rejects.append(
-                Rejected("duplicate_id", rec.source, rec.origin, f"id {rec.id} seen before", rec)
-            )
+    for rec in records:  # the source prefix keeps most ids apart; "a" + "x-1" and "a-x" + "1" still meet
+        if rec.id in seen:
+            rejected.append(Rejected("duplicate_id", rec.source, rec.origin, f"id {rec.id} seen before", rec))
             continue
-        seen_ids.add(rec.id)
+        seen.add(rec.id)
         unique.append(rec)
-    steps.add("load", sum(read.values()), len(unique), load_rejects)
-    records = unique
+    return Step("load", sum(len(s.rows) for s in sources), unique, rejected)
 
-    # 2. answers
+
+def normalize_answers(records: Sequence[Record]) -> Step:
+    """Step 2: every gold answer in its stored form (:func:`normalize_answer`); one that normalises to
+    nothing is quarantined as ``missing_answer``. ``info["changed"]`` counts the answers each rule changed."""
     rules: Counter[str] = Counter()
+    kept: list[Record] = []
     emptied: list[Rejected] = []
-    normalized: list[Record] = []
     for rec in records:
         answer, applied = normalize_answer(rec.answer)
         rules.update(applied)
@@ -664,55 +631,64 @@ def curate(
                 Rejected("missing_answer", rec.source, rec.origin, "empty after normalisation", rec)
             )
             continue
-        rec.answer = answer
-        normalized.append(rec)
-    steps.add(
-        "normalize_answers", len(records), len(normalized), emptied, changed=dict(sorted(rules.items()))
+        kept.append(replace(rec, answer=answer))
+    return Step(
+        "normalize_answers", len(records), kept, emptied, info={"changed": dict(sorted(rules.items()))}
     )
-    records = normalized
 
-    # 3. gradable golds
-    kept, bad = [], []
+
+def keep_gradable(records: Sequence[Record]) -> Step:
+    """Step 3: a record whose gold the grader refuses (:func:`lead.grading.gold_problems`, the reward's own
+    extraction and parse) could never earn a reward: quarantined as ``ungradable_answer``, with the
+    grader's reason."""
+    kept: list[Record] = []
+    bad: list[Rejected] = []
     for rec, why in zip(records, grading.gold_problems([r.answer for r in records]), strict=True):
         if why is None:
             kept.append(rec)
         else:
             bad.append(Rejected("ungradable_answer", rec.source, rec.origin, why, rec))
-    steps.add(
-        "gradable_answer",
-        len(records),
-        len(kept),
-        bad,
-        method="lead.grading.gold_problems: the reward's extraction and parse of the gold",
-    )
-    records = kept
+    method = "lead.grading.gold_problems: the reward's extraction and parse of the gold"
+    return Step("gradable_answer", len(records), kept, bad, info={"method": method})
 
-    # 4. prompt length
+
+def limit_prompt_length(
+    records: Sequence[Record],
+    settings: Settings,
+    count_tokens: Callable[[list[str]], list[int]] | None = None,
+    token_method: str = "",
+) -> Step:
+    """Step 4: problem + ``settings.prompt_suffix`` longer than ``settings.max_prompt_tokens`` tokens is
+    quarantined as ``prompt_too_long``. Tokens are ``count_tokens`` of the prompts (``token_method`` says
+    how, for the report), else :func:`estimate_tokens`."""
     prompts = [rec.problem + settings.prompt_suffix for rec in records]
     counts = count_tokens(prompts) if count_tokens else [estimate_tokens(p) for p in prompts]
-    kept, long_ = [], []
+    kept: list[Record] = []
+    long_: list[Rejected] = []
     for rec, n in zip(records, counts, strict=True):
         if n <= settings.max_prompt_tokens:
             kept.append(rec)
         else:
             long_.append(Rejected("prompt_too_long", rec.source, rec.origin, f"{n} tokens", rec))
-    steps.add(
-        "prompt_length",
-        len(records),
-        len(kept),
-        long_,
-        method=token_method or f"estimate ceil(chars / {CHARS_PER_TOKEN})",
-        max_prompt_tokens=settings.max_prompt_tokens,
-        longest=max(counts, default=0),
-    )
-    records = kept
+    info = {
+        "method": token_method or f"estimate ceil(chars / {CHARS_PER_TOKEN})",
+        "max_prompt_tokens": settings.max_prompt_tokens,
+        "longest": max(counts, default=0),
+    }
+    return Step("prompt_length", len(records), kept, long_, info=info)
 
-    # 5. exact duplicates: test records first, so that a training copy of a test problem is the one removed
-    records = [r for r in records if r.split == "test"] + [r for r in records if r.split != "test"]
+
+def drop_exact_duplicates(records: Sequence[Record]) -> Step:
+    """Step 5: of the records with the same normalised word sequence (:func:`words`, brackets kept) the
+    first wins; a later copy is quarantined as ``duplicate``, or as ``duplicate_conflict`` when its answer
+    differs (:func:`same_answer`). Test records come first, so that the copy removed is a training one (the
+    train pool never repeats a test problem): the records passed on are in that order, test then train."""
+    ordered = [r for r in records if r.split == "test"] + [r for r in records if r.split != "test"]
     first: dict[tuple[str, ...], Record] = {}
-    kept, dups = [], []
-    for rec in records:
-        key = tuple(words(rec.problem, brackets=True)) or (rec.problem,)
+    kept: list[Record] = []
+    dups: list[Rejected] = []
+    for rec in ordered:
+        key = tuple(words(rec.problem, brackets=True)) or (rec.problem,)  # no words: the raw text decides
         other = first.get(key)
         if other is None:
             first[key] = rec
@@ -722,10 +698,16 @@ def curate(
         else:
             detail = f"same text as {other.id}, answer {other.answer!r} there"
             dups.append(Rejected("duplicate_conflict", rec.source, rec.origin, detail, rec))
-    steps.add("exact_duplicates", len(records), len(kept), dups, method="equal normalised word sequences")
-    records = kept
+    return Step(
+        "exact_duplicates", len(records), kept, dups, info={"method": "equal normalised word sequences"}
+    )
 
-    # 6. near duplicates
+
+def drop_near_duplicates(records: Sequence[Record], settings: Settings) -> Step:
+    """Step 6: a record whose word 5-gram Jaccard with an earlier one reaches
+    ``settings.near_duplicate_jaccard``, with the same answer, is quarantined as ``near_duplicate``
+    (:func:`near_duplicates`). Similar pairs with different answers are different problems: kept, and
+    counted in ``info["pairs_kept_different_answers"]``."""
     keep_idx, dropped, differ = near_duplicates(records, settings.near_duplicate_jaccard)
     near = [
         Rejected(
@@ -737,20 +719,22 @@ def curate(
         )
         for i, (j, sim) in sorted(dropped.items())
     ]
-    steps.add(
-        "near_duplicates",
-        len(records),
-        len(keep_idx),
-        near,
-        method=f"word {SHINGLE}-gram Jaccard >= {settings.near_duplicate_jaccard} and the same answer "
-        f"(MinHash {_NUM_PERM} hashes, LSH {_BANDS} bands x {_NUM_PERM // _BANDS} rows, verified exactly)",
-        pairs_kept_different_answers=differ,
+    method = (
+        f"word {SHINGLE}-gram Jaccard >= {settings.near_duplicate_jaccard} and the same answer "
+        f"(MinHash {_NUM_PERM} hashes, LSH {_BANDS} bands x {_NUM_PERM // _BANDS} rows, verified exactly)"
     )
-    records = [records[i] for i in keep_idx]
+    info = {"method": method, "pairs_kept_different_answers": differ}
+    return Step("near_duplicates", len(records), [records[i] for i in keep_idx], near, info=info)
 
-    # 7. decontamination (training records only)
-    test = [r for r in records if r.split == "test"]
-    train = [r for r in records if r.split != "test"]
+
+def drop_contaminated(
+    train: Sequence[Record], benchmarks: Mapping[str, Sequence[Record]], settings: Settings
+) -> tuple[Step, dict[str, dict[str, Any]]]:
+    """Step 7, for training records only: one contaminated by a benchmark problem (:func:`decontaminate`:
+    shared ``settings.decontam_ngram``-grams cover ``decontam_coverage_any_answer`` of it, or
+    ``decontam_coverage`` with the same answer) is quarantined as ``contaminated``. No benchmarks, nothing
+    removed. Also returns the report's contamination table: per benchmark its size, the hits, how many
+    of them had the same answer, and every hit."""
     contamination: dict[str, dict[str, Any]] = {
         name: {"problems": len(recs), "hits": 0, "same_answer": 0, "examples": []}
         for name, recs in benchmarks.items()
@@ -762,7 +746,7 @@ def curate(
         settings.decontam_coverage,
         settings.decontam_coverage_any_answer,
     )
-    contaminated = []
+    contaminated: list[Rejected] = []
     for hit in hits:
         rec = train[hit.record]
         entry = contamination[hit.benchmark]
@@ -784,61 +768,126 @@ def curate(
         f"shared word {settings.decontam_ngram}-grams cover >= {settings.decontam_coverage_any_answer:.0%} of a "
         f"benchmark problem's words, or >= {settings.decontam_coverage:.0%} with the same answer"
     )
-    steps.add(
-        "decontaminate",
-        len(train),
-        len(keep_idx),
-        contaminated,
-        method=method if benchmarks else "no benchmarks to check against",
-        benchmarks=sorted(benchmarks),
-        pairs_kept_different_answers=spared,
-    )
-    train = [train[i] for i in keep_idx]
-
-    # 8. mixing
-    by_source = {n: [r for r in train if r.source == n] for n in names}
-    specs = {s.name: s for s in sources}
-    capped = {
-        n: len(recs) if specs[n].max_problems is None else min(len(recs), specs[n].max_problems)
-        for n, recs in by_source.items()
+    info = {
+        "method": method if benchmarks else "no benchmarks to check against",
+        "benchmarks": sorted(benchmarks),
+        "pairs_kept_different_answers": spared,
     }
-    quota = quotas(capped, {n: specs[n].weight for n in names}, settings.max_train_problems)
+    step = Step("decontaminate", len(train), [train[i] for i in keep_idx], contaminated, info=info)
+    return step, contamination
+
+
+def mix(train: Sequence[Record], sources: Sequence[SourceInput], settings: Settings) -> Step:
+    """Step 8, for training records only: each source keeps at most its ``max_problems``, and
+    ``settings.max_train_problems`` is shared out by source ``weight`` (:func:`quotas`); what a source keeps
+    is a sample seeded by ``settings.seed`` and its name, in original order (:func:`sample_in_order`). The
+    rest is sampled out (counted per source, not quarantined). Records are passed on in source order."""
+    names = [s.name for s in sources]
+    by_source = {s.name: [r for r in train if r.source == s.name] for s in sources}
+    capped = {
+        s.name: len(by_source[s.name])
+        if s.max_problems is None
+        else min(len(by_source[s.name]), s.max_problems)
+        for s in sources
+    }
+    quota = quotas(capped, {s.name: s.weight for s in sources}, settings.max_train_problems)
+    kept: list[Record] = []
     sampled_out: dict[str, int] = {}
-    train = []
     for n in names:
         chosen = sample_in_order(by_source[n], quota[n], f"{settings.seed}-{n}")
         sampled_out[n] = len(by_source[n]) - len(chosen)
-        train += chosen
-    steps.add(
-        "mix",
-        sum(len(v) for v in by_source.values()),
-        len(train),
-        sampled_out=sampled_out,
-        quotas=quota,
-        max_train_problems=settings.max_train_problems,
+        kept += chosen
+    info = {"quotas": quota, "max_train_problems": settings.max_train_problems}
+    return Step("mix", len(train), kept, sampled_out=sampled_out, info=info)
+
+
+# --------------------------------------------------------------------------------------------------
+# The whole pass
+# --------------------------------------------------------------------------------------------------
+def step_row(step: Step, seconds: float) -> dict[str, Any]:
+    """A step's row of the report's step table: records in and out, the removed by reason (quarantine
+    reasons and :data:`SAMPLED_OUT`), the seconds it took, then its own ``info``."""
+    removed = Counter(r.reason for r in step.rejected)
+    removed[SAMPLED_OUT] += sum(step.sampled_out.values())
+    return {
+        "step": step.name,
+        "in": step.n_in,
+        "out": len(step.kept),
+        "removed": {k: v for k, v in sorted(removed.items()) if v},
+        "seconds": seconds,
+        **step.info,
+    }
+
+
+def removed_by_source(steps: Iterable[Step], source: str) -> dict[str, int]:
+    """How many rows of ``source`` the steps removed, by reason (:data:`SAMPLED_OUT` for mixing)."""
+    counts = Counter(r.reason for step in steps for r in step.rejected if r.source == source)
+    counts[SAMPLED_OUT] += sum(step.sampled_out.get(source, 0) for step in steps)
+    return dict(sorted((k, v) for k, v in counts.items() if v))
+
+
+def curate(
+    sources: Sequence[SourceInput],
+    benchmarks: Mapping[str, Sequence[Record]],
+    settings: Settings,
+    count_tokens: Callable[[list[str]], list[int]] | None = None,
+    token_method: str = "",
+) -> Result:
+    """Run steps 1-8 of the module docstring over ``sources`` (in priority order), each on what the one
+    before it kept; the quarantine is every step's rejects, in step order.
+
+    ``benchmarks`` are the evaluation sets to decontaminate against (empty: step 7 removes nothing);
+    ``count_tokens`` maps prompts to token counts (default :func:`estimate_tokens`), ``token_method`` says
+    how, for the report.
+    """
+    started = lap = time.perf_counter()
+    done: list[tuple[Step, float]] = []
+
+    def log_step(step: Step) -> list[Record]:
+        """Keep ``step`` for the report, with the seconds since the previous one; pass its records on."""
+        nonlocal lap
+        now = time.perf_counter()
+        done.append((step, round(now - lap, 2)))
+        lap = now
+        return step.kept
+
+    records = log_step(load_records(sources))
+    records = log_step(normalize_answers(records))
+    records = log_step(keep_gradable(records))
+    records = log_step(limit_prompt_length(records, settings, count_tokens, token_method))
+    records = log_step(drop_exact_duplicates(records))
+    records = log_step(drop_near_duplicates(records, settings))
+    test = [r for r in records if r.split == "test"]  # held out from here: never decontaminated or mixed
+    decontaminated, contamination = drop_contaminated(
+        [r for r in records if r.split != "test"], benchmarks, settings
     )
+    train = log_step(decontaminated)
+    train = log_step(mix(train, sources, settings))
+    names = [s.name for s in sources]
     test.sort(key=lambda r: names.index(r.source))  # back to source order (stable: row order within)
 
+    steps = [step for step, _ in done]
+    rejected = [r for step in steps for r in step.rejected]
     per_source = {
-        n: {
-            "location": specs[n].location,
-            "read": read[n],
-            "train": sum(r.source == n for r in train),
-            "test": sum(r.source == n for r in test),
-            "removed": dict(sorted((k, v) for k, v in steps.by_source[n].items() if v)),
+        s.name: {
+            "location": s.location,
+            "read": len(s.rows),
+            "train": sum(r.source == s.name for r in train),
+            "test": sum(r.source == s.name for r in test),
+            "removed": removed_by_source(steps, s.name),
         }
-        for n in names
+        for s in sources
     }
     report = {
         "sources": per_source,
-        "steps": steps.table,
+        "steps": [step_row(step, seconds) for step, seconds in done],
         "contamination": contamination,
-        "quarantine": dict(sorted(Counter(r.reason for r in steps.rejected).items())),
+        "quarantine": dict(sorted(Counter(r.reason for r in rejected).items())),
         "train": len(train),
         "test": len(test),
         "seconds": round(time.perf_counter() - started, 2),
     }
-    return Result(train=train, test=test, rejected=steps.rejected, report=report)
+    return Result(train=train, test=test, rejected=rejected, report=report)
 
 
 def summary(report: Mapping[str, Any]) -> dict[str, Any]:

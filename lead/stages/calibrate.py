@@ -25,35 +25,11 @@ Outputs
 * ``<paths.reports>/calibrate/histogram.csv`` (DVC plot: ``pass_rate,problems,kept``) and
   ``pass_rate_histogram.png`` (also logged to MLflow, run tagged ``stage=calibrate``).
 
-Incremental cache
------------------
-``<paths.curated>/calibration_cache.jsonl`` holds one line per (settings, problem) result: the k verdicts,
-lengths and EOS flags. *settings* = sha256 of {model fingerprint (:func:`lead.io.fingerprint.model_fingerprint`:
-content hash of a local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``),
-resolved backend, ``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p,
-max_new_tokens, seed), the per-prompt seed rule, the grader's source hash, the extraction rule}; *problem* =
-sha256(problem text + NUL + gold answer). A generation server counts as the vLLM backend (same engine
-settings, same completions), so its results and an in-process engine's share the cache. Only missing
-(settings, problem) pairs are sampled, in chunks of
-``calibrate.chunk_size`` problems; each chunk's lines are appended and fsync'ed as soon as it is graded, so an
-interrupted run resumes from the last finished chunk. Results of other settings stay in the file (switching
-back to a model or temperature costs nothing). A torn last line from a crash is skipped and removed by the
-compaction at the end of the next run. DVC declares the file ``persist: true, cache: false`` so that ``dvc
-repro`` does not delete it before rerunning the stage.
-
-Seeds: chunk j is sampled with seed = first 8 hex digits of sha256(calibrate.seed, its problems' hashes), a
-function of the chunk's content only. A resumed run re-forms exactly the chunks the interrupted one would
-have sampled, so (with a deterministic backend) it ends with the same numbers as an uninterrupted run, and
-no two chunks share a random stream (one fixed seed per chunk would correlate the i-th problems of every
-chunk). ``chunk_size`` is therefore an execution knob, not part of the cache key: any chunking gives valid
-draws at the same settings.
+Incremental cache (``calibration_cache.jsonl``): its format and keys are in :mod:`lead.io.calibration_cache`.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, fields
@@ -63,14 +39,13 @@ from typing import TYPE_CHECKING, Any
 import lead.io.sampling as sampling
 from lead.config import Params
 from lead.core import difficulty
-from lead.io.files import atomic_path, sha256_text, write_json, write_text
-from lead.io.fingerprint import code_fingerprint, model_fingerprint, publish, unpublish, verify
+from lead.io import calibration_cache
+from lead.io.files import atomic_path, write_json, write_text
+from lead.io.fingerprint import model_fingerprint, publish, unpublish, verify
 from lead.stages._common import manifest_path, stage_main
 
 if TYPE_CHECKING:
     from lead.grading import Extraction
-
-logger = logging.getLogger(__name__)
 
 CACHE_NAME = "calibration_cache.jsonl"
 OUTPUT_NAME = "calibrated.parquet"
@@ -144,7 +119,7 @@ def reward_extraction(preset: str, extraction: Extraction | None) -> Extraction:
 
 
 # --------------------------------------------------------------------------------------------------
-# Keys
+# The model and the backend
 # --------------------------------------------------------------------------------------------------
 def model_path(params: Params) -> Path | str:
     """The model calibrated: the warm-started one, or ``model.base`` when warm start is disabled."""
@@ -160,12 +135,6 @@ def model_path(params: Params) -> Path | str:
     return params.model.base
 
 
-def problem_key(problem: str, answer: str) -> str:
-    """sha256(problem + NUL + answer): a result depends on the text sampled from and the gold it is graded
-    against (an id can be reassigned, a text cannot)."""
-    return sha256_text(f"{problem}\0{answer}")
-
-
 def resolve_backend(backend: str, server: str | None = None) -> str:
     """``auto`` → ``vllm`` when vLLM imports, else ``transformers`` (the same rule as ``make_sampler``); with a
     generation ``server`` always ``vllm`` (it is vLLM's server, whether or not vLLM imports here)."""
@@ -179,106 +148,6 @@ def resolve_backend(backend: str, server: str | None = None) -> str:
     if backend == "auto":
         return "vllm" if sampling.vllm_available() else "transformers"
     return backend
-
-
-def sampling_spec(params: Params, seed: int) -> sampling.SamplingSpec:
-    cfg = params.calibrate
-    return sampling.SamplingSpec(
-        n=cfg.samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed
-    )
-
-
-def settings(params: Params, fingerprint: str, backend: str, extraction: Extraction) -> dict[str, Any]:
-    """Everything besides the problem that decides a calibration result (the cache key's first half)."""
-    spec = asdict(sampling_spec(params, params.calibrate.seed))
-    return {
-        "model": fingerprint,
-        "backend": backend,
-        "dtype": params.model.dtype,
-        "prompt_suffix": params.model.prompt_suffix,
-        "sampling": spec,
-        "seed_rule": sampling.SEED_RULE,
-        # A verdict depends on the grader: any edit of lead/grading re-grades (conservative, never stale).
-        "grader": code_fingerprint(["lead.grading"]),
-        "extraction": extraction,
-    }
-
-
-def settings_key(values: dict[str, Any]) -> str:
-    return sha256_text(json.dumps(values, sort_keys=True))
-
-
-def chunk_seed(seed: int, problem_keys: list[str]) -> int:
-    """The chunk's sampling seed: the first 32 bits of sha256(seed, its problem keys in order)."""
-    return int(sha256_text(f"{seed}:" + ",".join(problem_keys))[:8], 16)
-
-
-# --------------------------------------------------------------------------------------------------
-# Cache file
-# --------------------------------------------------------------------------------------------------
-class CalibrationCache:
-    """The JSON-lines cache: ``{"kind": "settings", "settings": h, "values": {...}}`` lines describe a key,
-    ``{"kind": "result", "settings": h, "problem": h, "correct": [...], "lengths": [...], "finished": [...]}``
-    lines hold results. Appends are whole lines, flushed and fsync'ed per chunk."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.results: dict[tuple[str, str], dict[str, Any]] = {}
-        self.described: dict[str, dict[str, Any]] = {}
-        self.bad_lines = 0
-        self.duplicates = 0
-        if path.exists():
-            self._load()
-
-    def _load(self) -> None:
-        with self.path.open(encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    row = json.loads(line)
-                    if row["kind"] == "settings":
-                        self.described[row["settings"]] = row
-                    elif row["kind"] == "result" and len(row["correct"]) == len(row["lengths"]) > 0:
-                        key = (row["settings"], row["problem"])
-                        self.duplicates += key in self.results
-                        self.results[key] = row
-                    else:
-                        raise ValueError("unknown or malformed line")
-                except (ValueError, KeyError, TypeError):  # a torn last line after a crash, or a bad edit
-                    self.bad_lines += 1
-        if self.bad_lines:
-            logger.warning("%s: skipped %d unreadable line(s)", self.path, self.bad_lines)
-
-    def get(self, settings_hash: str, problem_hash: str) -> dict[str, Any] | None:
-        return self.results.get((settings_hash, problem_hash))
-
-    def append(self, rows: list[dict[str, Any]]) -> None:
-        """Append ``rows`` (and the settings line of any new key) durably, as whole lines."""
-        lines = []
-        for row in rows:
-            if row["kind"] == "settings":
-                self.described[row["settings"]] = row
-            else:
-                self.results[(row["settings"], row["problem"])] = row
-            lines.append(json.dumps(row, sort_keys=True, separators=(",", ":")))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a+b") as fh:
-            # A crash mid-write can leave a line without its newline: start ours on a fresh line.
-            if fh.tell() > 0:
-                fh.seek(-1, os.SEEK_END)
-                if fh.read(1) != b"\n":
-                    fh.write(b"\n")
-            fh.write(("\n".join(lines) + "\n").encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    def compact(self) -> None:
-        """Rewrite the file atomically without unreadable or duplicate lines (only when it has any)."""
-        if not (self.bad_lines or self.duplicates):
-            return
-        rows = [*self.described.values(), *self.results.values()]
-        text = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in rows)
-        write_text(self.path, text)
-        self.bad_lines = self.duplicates = 0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -304,7 +173,7 @@ def _sample_missing(
     backend: str,
     todo: list[tuple[str, str, str]],
     settings_hash: str,
-    cache: CalibrationCache,
+    cache: calibration_cache.CalibrationCache,
     header: list[dict[str, Any]],
     server: str | None,
     fingerprint: str,
@@ -345,7 +214,7 @@ def _sample_chunks(params, sampler, todo, settings_hash, cache, header, extracti
             advance(0, status=f"chunk {j}/{len(chunks)}")
             keys = [key for key, _, _ in chunk]
             messages = [sampling.user_message(problem, params.model.prompt_suffix) for _, problem, _ in chunk]
-            spec = sampling_spec(params, chunk_seed(cfg.seed, keys))
+            spec = calibration_cache.sampling_spec(params, calibration_cache.chunk_seed(cfg.seed, keys))
             groups = sampler.sample(messages, spec, progress=advance)
             if len(groups) != len(chunk) or any(len(g) != cfg.samples for g in groups):
                 raise RuntimeError(
@@ -402,12 +271,15 @@ def pool_records(
     model = target.model
     backend = resolve_backend(cfg.backend, server)
     fingerprint = model_fingerprint(model)
-    values = settings(params, fingerprint, backend, target.extraction)
-    key = settings_key(values)
-    cache = CalibrationCache(target.cache)
+    values = calibration_cache.settings(params, fingerprint, backend, target.extraction)
+    key = calibration_cache.settings_key(values)
+    cache = calibration_cache.CalibrationCache(target.cache)
     header = [] if key in cache.described else [{"kind": "settings", "settings": key, "values": values}]
 
-    problem_keys = [problem_key(str(p), str(a)) for p, a in zip(pool["problem"], pool["answer"], strict=True)]
+    problem_keys = [
+        calibration_cache.problem_key(str(p), str(a))
+        for p, a in zip(pool["problem"], pool["answer"], strict=True)
+    ]
     todo: dict[str, tuple[str, str, str]] = {}  # unique missing problems, in pool order
     for pk, problem, answer in zip(problem_keys, pool["problem"], pool["answer"], strict=True):
         if cache.get(key, pk) is None and pk not in todo:

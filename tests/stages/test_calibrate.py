@@ -12,6 +12,7 @@ import pytest
 import lead.io.sampling
 from lead.config import Params
 from lead.core.proxy import generate_problems
+from lead.io.calibration_cache import CalibrationCache
 from lead.io.fingerprint import StaleOutputError
 from lead.io.sampling import Completion
 from lead.stages import calibrate
@@ -310,7 +311,7 @@ def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: P
     assert len(resumed.prompts) == 24
     # Chunk seeds depend only on chunk contents, so the resumed run drew exactly what the reference drew.
     pd.testing.assert_frame_equal(_out(params), _out(reference_params))
-    cache = calibrate.CalibrationCache(cache_path)
+    cache = CalibrationCache(cache_path)
     assert cache.bad_lines == 0 and len(cache.results) == 40  # compacted: the torn line is gone
 
 

@@ -446,3 +446,90 @@ def test_token_counter_is_used_when_given():
     assert [r.problem for r in result.train] == ["short"]
     step = next(s for s in result.report["steps"] if s["step"] == "prompt_length")
     assert (step["method"], step["longest"]) == ("chars", 10)
+
+
+# ------------------------------------------------------------------------------------------------
+# The steps one by one (each a function from records to a Step; curate runs them in order)
+# ------------------------------------------------------------------------------------------------
+def test_curate_is_its_steps_in_order():
+    settings = Settings(max_prompt_tokens=100, max_train_problems=40, seed=1)
+    sources = _sources()
+    steps = [curation.load_records(sources)]
+    steps.append(curation.normalize_answers(steps[-1].kept))
+    steps.append(curation.keep_gradable(steps[-1].kept))
+    steps.append(curation.limit_prompt_length(steps[-1].kept, settings))
+    steps.append(curation.drop_exact_duplicates(steps[-1].kept))
+    steps.append(curation.drop_near_duplicates(steps[-1].kept, settings))
+    train = [r for r in steps[-1].kept if r.split != "test"]
+    decontaminated, contamination = curation.drop_contaminated(train, {}, settings)
+    steps.append(decontaminated)
+    steps.append(curation.mix(decontaminated.kept, sources, settings))
+
+    result = curation.curate(sources, {}, settings)
+    table = [{k: v for k, v in row.items() if k != "seconds"} for row in result.report["steps"]]
+    assert table == [{k: v for k, v in curation.step_row(s, 0.0).items() if k != "seconds"} for s in steps]
+    assert [r.line() for r in result.rejected] == [r.line() for s in steps for r in s.rejected]
+    assert [r.row() for r in result.train] == [r.row() for r in steps[-1].kept]
+    assert result.report["contamination"] == contamination == {}
+    assert result.report["sources"]["b"]["removed"] == curation.removed_by_source(steps, "b")
+
+
+def test_an_id_repeated_across_sources_is_quarantined_at_load():
+    # Ids are "<source>-<id>": source "a" with id "x-1" and source "a-x" with id "1" both give "a-x-1".
+    step = curation.load_records(
+        [
+            SourceInput("a", rows({"problem": "P", "answer": "1", "id": "x-1"})),
+            SourceInput("a-x", rows({"problem": "Q", "answer": "2", "id": "1"}, ["not", "a", "row"])),
+        ]
+    )
+    assert (step.n_in, [r.id for r in step.kept]) == (3, ["a-x-1"])
+    assert [(r.reason, r.source) for r in step.rejected] == [
+        ("not_an_object", "a-x"),
+        ("duplicate_id", "a-x"),
+    ]
+
+
+def test_normalize_answers_leaves_the_records_it_is_given_alone():
+    given = [rec("P", "$\\boxed{025}$."), rec("Q", "\\boxed{ }", id="y"), rec("R", "7", id="z")]
+    step = curation.normalize_answers(given)
+    assert [r.answer for r in step.kept] == ["25", "7"]
+    assert [r.answer for r in given] == ["$\\boxed{025}$.", "\\boxed{ }", "7"]  # a new record, not an edit
+    assert [(r.reason, r.detail) for r in step.rejected] == [("missing_answer", "empty after normalisation")]
+    assert step.info["changed"] == {
+        "boxed": 2,
+        "leading_zeros": 1,
+        "math_delimiters": 1,
+        "trailing_period": 1,
+    }
+
+
+def test_exact_duplicates_pass_test_records_on_first():
+    step = curation.drop_exact_duplicates(
+        [rec("A one", id="a"), rec("B two", id="b", split="test"), rec("C three", id="c")]
+    )
+    assert [r.id for r in step.kept] == ["b", "a", "c"] and step.rejected == []
+
+
+def test_mix_samples_out_without_quarantining_and_the_step_row_counts_it():
+    train = [rec(f"P{i}", id=f"a{i}", source="a") for i in range(5)] + [rec("Q", id="b0", source="b")]
+    sources = [SourceInput("a", [], max_problems=2), SourceInput("b", [])]
+    step = curation.mix(train, sources, Settings())
+    assert [r.id for r in step.kept] == [r.id for r in step.kept if r.source == "a"] + ["b0"]
+    assert len(step.kept) == 3 and step.rejected == []
+    assert step.sampled_out == {"a": 3, "b": 0}
+    row = curation.step_row(step, 1.5)
+    assert (row["in"], row["out"], row["removed"], row["seconds"]) == (6, 3, {"sampled_out": 3}, 1.5)
+    assert row["quotas"] == {"a": 2, "b": 1}
+    assert curation.removed_by_source([step], "a") == {"sampled_out": 3}
+    assert curation.removed_by_source([step], "b") == {}  # zero counts are left out
+
+
+def test_decontamination_without_benchmarks_removes_nothing_and_says_so():
+    step, contamination = curation.drop_contaminated([rec(BENCH["bench"][0].problem, "36")], {}, Settings())
+    assert (len(step.kept), step.rejected, contamination) == (1, [], {})
+    assert step.info["method"] == "no benchmarks to check against"
+    step, contamination = curation.drop_contaminated(
+        [rec(BENCH["bench"][0].problem, "36")], BENCH, Settings()
+    )
+    assert step.kept == [] and [r.reason for r in step.rejected] == ["contaminated"]
+    assert contamination["bench"]["hits"] == contamination["bench"]["same_answer"] == 1

@@ -1,0 +1,174 @@
+"""The calibration cache: what keys a calibration result, and the file that keeps the results (file I/O).
+
+The calibration stages (:mod:`lead.stages.calibrate`, :mod:`lead.stages.calibrate_stage2`) sample only
+what their cache lacks. This module reads, appends to and rewrites that file; the keys are pure functions.
+
+File format
+-----------
+``<paths.curated>/calibration_cache.jsonl`` (``calibration_cache_stage2.jsonl`` for stage 2) holds one JSON
+object per line, keys sorted, no spaces:
+
+* ``{"kind": "settings", "settings": <settings hash>, "values": {...}}`` describes a settings key (the
+  :func:`settings` it hashes), written with the first results of that key;
+* ``{"kind": "result", "settings": <settings hash>, "problem": <problem hash>, "correct": [...],
+  "lengths": [...], "finished": [...]}`` is one (settings, problem) result: the k verdicts, lengths in
+  tokens and EOS flags.
+
+Keys: *settings* = sha256 of {model fingerprint (:func:`lead.io.fingerprint.model_fingerprint`: content hash of
+a local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``), resolved backend,
+``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p, max_new_tokens,
+seed), the per-prompt seed rule, the grader's source hash, the extraction rule}; *problem* =
+sha256(problem text + NUL + gold answer). A generation server counts as the vLLM backend (same engine
+settings, same completions), so its results and an in-process engine's share the cache. Only missing
+(settings, problem) pairs are sampled, in chunks of ``calibrate.chunk_size`` problems; each chunk's lines
+are appended and fsync'ed as soon as it is graded, so an interrupted run resumes from the last finished
+chunk. Results of other settings stay in the file (switching back to a model or temperature costs
+nothing). A torn last line from a crash is skipped and removed by the compaction at the end of the next
+run. DVC declares the file ``persist: true, cache: false`` so that ``dvc repro`` does not delete it before
+rerunning the stage.
+
+Seeds: chunk j is sampled with seed = first 8 hex digits of sha256(calibrate.seed, its problems' hashes), a
+function of the chunk's content only. A resumed run re-forms exactly the chunks the interrupted one would
+have sampled, so (with a deterministic backend) it ends with the same numbers as an uninterrupted run, and
+no two chunks share a random stream (one fixed seed per chunk would correlate the i-th problems of every
+chunk). ``chunk_size`` is therefore an execution knob, not part of the cache key: any chunking gives valid
+draws at the same settings.
+
+The key of existing caches must not change for the same inputs (every cached result would be sampled again):
+``tests/unit/test_calibration_cache.py`` pins it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import lead.io.sampling as sampling
+from lead.io.files import sha256_text, write_text
+from lead.io.fingerprint import code_fingerprint
+
+if TYPE_CHECKING:
+    from lead.config import Params
+    from lead.grading import Extraction
+
+logger = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------------------------------
+# Keys
+# --------------------------------------------------------------------------------------------------
+def problem_key(problem: str, answer: str) -> str:
+    """sha256(problem + NUL + answer): a result depends on the text sampled from and the gold it is graded
+    against (an id can be reassigned, a text cannot)."""
+    return sha256_text(f"{problem}\0{answer}")
+
+
+def sampling_spec(params: Params, seed: int) -> sampling.SamplingSpec:
+    """The sampling of a calibration (``calibrate.samples``, ``temperature``, ``max_new_tokens``) with
+    ``seed``. Both the settings key (with ``calibrate.seed``) and the sampling loop (with each chunk's
+    :func:`chunk_seed`) build it here, so that the key describes what is sampled."""
+    cfg = params.calibrate
+    return sampling.SamplingSpec(
+        n=cfg.samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed
+    )
+
+
+def settings(params: Params, fingerprint: str, backend: str, extraction: Extraction) -> dict[str, Any]:
+    """Everything besides the problem that decides a calibration result (the cache key's first half):
+    the model ``fingerprint``, the resolved ``backend``, dtype, prompt suffix, sampling spec, seed rule,
+    grader source and ``extraction`` rule."""
+    spec = asdict(sampling_spec(params, params.calibrate.seed))
+    return {
+        "model": fingerprint,
+        "backend": backend,
+        "dtype": params.model.dtype,
+        "prompt_suffix": params.model.prompt_suffix,
+        "sampling": spec,
+        "seed_rule": sampling.SEED_RULE,
+        # A verdict depends on the grader: any edit of lead/grading re-grades (conservative, never stale).
+        "grader": code_fingerprint(["lead.grading"]),
+        "extraction": extraction,
+    }
+
+
+def settings_key(values: dict[str, Any]) -> str:
+    """The settings hash: sha256 of ``values`` as JSON with sorted keys."""
+    return sha256_text(json.dumps(values, sort_keys=True))
+
+
+def chunk_seed(seed: int, problem_keys: list[str]) -> int:
+    """The chunk's sampling seed: the first 32 bits of sha256(seed, its problem keys in order)."""
+    return int(sha256_text(f"{seed}:" + ",".join(problem_keys))[:8], 16)
+
+
+# --------------------------------------------------------------------------------------------------
+# Cache file
+# --------------------------------------------------------------------------------------------------
+class CalibrationCache:
+    """The JSON-lines cache file (format in the module docstring), loaded into memory: ``results`` by
+    (settings hash, problem hash), ``described`` settings lines by settings hash. Appends are whole lines,
+    flushed and fsync'ed per call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.results: dict[tuple[str, str], dict[str, Any]] = {}
+        self.described: dict[str, dict[str, Any]] = {}
+        self.bad_lines = 0
+        self.duplicates = 0
+        if path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        with self.path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                    if row["kind"] == "settings":
+                        self.described[row["settings"]] = row
+                    elif row["kind"] == "result" and len(row["correct"]) == len(row["lengths"]) > 0:
+                        key = (row["settings"], row["problem"])
+                        self.duplicates += key in self.results
+                        self.results[key] = row
+                    else:
+                        raise ValueError("unknown or malformed line")
+                except (ValueError, KeyError, TypeError):  # a torn last line after a crash, or a bad edit
+                    self.bad_lines += 1
+        if self.bad_lines:
+            logger.warning("%s: skipped %d unreadable line(s)", self.path, self.bad_lines)
+
+    def get(self, settings_hash: str, problem_hash: str) -> dict[str, Any] | None:
+        """The result line of (settings, problem), or None when it was never cached."""
+        return self.results.get((settings_hash, problem_hash))
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        """Append ``rows`` (and the settings line of any new key) durably, as whole lines."""
+        lines = []
+        for row in rows:
+            if row["kind"] == "settings":
+                self.described[row["settings"]] = row
+            else:
+                self.results[(row["settings"], row["problem"])] = row
+            lines.append(json.dumps(row, sort_keys=True, separators=(",", ":")))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a+b") as fh:
+            # A crash mid-write can leave a line without its newline: start ours on a fresh line.
+            if fh.tell() > 0:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    fh.write(b"\n")
+            fh.write(("\n".join(lines) + "\n").encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def compact(self) -> None:
+        """Rewrite the file atomically without unreadable or duplicate lines (only when it has any)."""
+        if not (self.bad_lines or self.duplicates):
+            return
+        rows = [*self.described.values(), *self.results.values()]
+        text = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in rows)
+        write_text(self.path, text)
+        self.bad_lines = self.duplicates = 0
