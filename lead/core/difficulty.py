@@ -143,6 +143,19 @@ def in_band(p: float, low: float, high: float, inclusive: Inclusive = "neither")
     return above and below
 
 
+def band_rule(low: float, high: float, inclusive: Inclusive = "neither") -> str:
+    """The band of :func:`in_band` as text, its closed ends as ``<=``.
+
+    >>> band_rule(0, 1), band_rule(0, 0.75, "both")
+    ('0 < pass_rate < 1', '0 <= pass_rate <= 0.75')
+    """
+    if inclusive not in ("both", "neither", "left", "right"):
+        raise ValueError(f"inclusive must be both, neither, left or right; got {inclusive!r}")
+    left = "<=" if inclusive in ("both", "left") else "<"
+    right = "<=" if inclusive in ("both", "right") else "<"
+    return f"{low:g} {left} pass_rate {right} {high:g}"
+
+
 def band_mask(
     pass_rates: Iterable[float], low: float, high: float, inclusive: Inclusive = "neither"
 ) -> list[bool]:

@@ -55,13 +55,6 @@ REPORT_FILES = ("summary.json", "histogram.csv", "pass_rate_histogram.png")
 RECORD_COLUMNS = tuple(f.name for f in fields(difficulty.ProblemCalibration))
 
 
-def keep_rule(low: float, high: float, inclusive: str) -> str:
-    """``0 < pass_rate < 1``: a keep band as text, with its closed ends as ``<=``."""
-    left = "<=" if inclusive in ("both", "left") else "<"
-    right = "<=" if inclusive in ("both", "right") else "<"
-    return f"{low:g} {left} pass_rate {right} {high:g}"
-
-
 @dataclass(frozen=True)
 class Target:
     """One calibration's job: which model it samples and where its cache, pool and reports go, and the band
@@ -75,12 +68,12 @@ class Target:
     reports: Path
     low: float
     high: float
-    inclusive: str
+    inclusive: difficulty.Inclusive
     extraction: Extraction
 
     @property
     def rule(self) -> str:
-        return keep_rule(self.low, self.high, self.inclusive)
+        return difficulty.band_rule(self.low, self.high, self.inclusive)
 
 
 def published_files(paths: tuple[Path, Path]) -> list[Path]:
