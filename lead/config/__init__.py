@@ -1,8 +1,28 @@
-"""Typed parameters: ``params.yaml`` parsed into pydantic models, one section per stage."""
+"""Typed parameters: ``params.yaml`` parsed into pydantic models, one section per stage.
 
+``params.yaml`` is the only file people edit. The package has one room per concern:
+
+* :mod:`lead.config.schema` -- the sections as pydantic models: types, ranges, choices, cross-field rules and
+  every key's description; pure (no file is read);
+* :mod:`lead.config.load` -- reading the file, ``-S key=value`` overrides and nested merges (one mechanism,
+  :func:`set_path`), and the one :class:`ParamsError` message naming each bad key, its value and the rule.
+
+Every name below is importable from ``lead.config`` itself, which is where callers import them from (and
+what the DAG contract test's recorder, ``tests/flows/recorder/sitecustomize.py``, patches).
+"""
+
+from lead.config.load import (
+    DEFAULT_PARAMS,
+    ParamsError,
+    apply_overrides,
+    did_you_mean,
+    load_params,
+    merge,
+    parse_params,
+    set_path,
+)
 from lead.config.schema import (
     BENCHMARKS,
-    DEFAULT_PARAMS,
     PAPER_PROMPT_SUFFIX,
     AblationParams,
     AblationVariant,
@@ -12,7 +32,6 @@ from lead.config.schema import (
     LoraParams,
     ModelParams,
     Params,
-    ParamsError,
     PathParams,
     ProxyParams,
     RegisterParams,
@@ -26,9 +45,8 @@ from lead.config.schema import (
     TrainParams,
     VerbosityParams,
     WarmstartParams,
-    apply_overrides,
-    load_params,
-    parse_params,
+    section_type,
+    yaml_fields,
 )
 
 __all__ = [
@@ -58,6 +76,11 @@ __all__ = [
     "VerbosityParams",
     "WarmstartParams",
     "apply_overrides",
+    "did_you_mean",
     "load_params",
+    "merge",
     "parse_params",
+    "section_type",
+    "set_path",
+    "yaml_fields",
 ]

@@ -1,22 +1,20 @@
-"""Typed parameters: ``params.yaml`` parsed into pydantic models, one section per stage.
+"""The schema of ``params.yaml``: one pydantic model per section, pure (no file is read here).
 
-``params.yaml`` is the only file people edit. Every section is a model with ``extra="forbid"`` so a typo is
-an error rather than a silently ignored knob; ranges and choices are declared on the fields; cross-field
-rules (a group size that must divide the batch, …) are validators. Bad input stops before any work with
-one :class:`ParamsError` whose message names each bad key, its value and what is allowed.
+Every section is a model with ``extra="forbid"`` so a typo is an error rather than a silently ignored knob;
+ranges and choices are declared on the fields; cross-field rules (a group size that must divide the batch,
+...) are validators, which raise :func:`_rule` errors that :mod:`lead.config.load` turns into one message
+naming the key, its value and the rule. Every field carries its ``description``: the one place a key's meaning
+is written for tools (``lead params --explain KEY``, ``params.schema.json``).
 
 DVC reads the same file (``params:`` in ``dvc.yaml``), so a section's name is also the stage's name.
 """
 
 from __future__ import annotations
 
-import difflib
-import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -26,11 +24,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 from lead.difficulty import STAGE2_MAX_PASS_RATE
 from lead.proxy import Verbosity
 
-DEFAULT_PARAMS = Path("params.yaml")
 PAPER_PROMPT_SUFFIX = "\nLet's think step by step and put the final answer within \\boxed{}."
 
 
@@ -71,6 +69,19 @@ class Section(BaseModel):
 
 def _accepts_bool(annotation: Any) -> bool:
     return annotation is bool or any(_accepts_bool(a) for a in get_args(annotation))
+
+
+def yaml_fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A model's fields by their ``params.yaml`` key (the alias where there is one: ``register``)."""
+    return {field.alias or name: field for name, field in model.model_fields.items()}
+
+
+def section_type(annotation: Any) -> type[Section] | None:
+    """The section a field holds: its own type, or the entry type of a list of sections (``curate.sources``)."""
+    for kind in (annotation, *get_args(annotation)):
+        if isinstance(kind, type) and issubclass(kind, Section):
+            return kind
+    return None
 
 
 class TinySpec(Section):
@@ -552,93 +563,3 @@ class Params(Section):
                 "(or evaluate train)"
             )
         return self
-
-
-class ParamsError(ValueError):
-    """Bad ``params.yaml``: the message names every bad key, its value and what is allowed."""
-
-
-def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """YAML keys allowed at the parent of ``loc`` (for 'unknown key' messages)."""
-    for part in loc[:-1]:
-        fields = {f.alias or name: f for name, f in model.model_fields.items()}
-        annotation = getattr(fields.get(str(part)), "annotation", None)
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return []
-        model = annotation
-    return [f.alias or name for name, f in model.model_fields.items()]
-
-
-def _describe(error: dict[str, Any], source: str) -> str:
-    loc = tuple(error["loc"])
-    value = error.get("input")
-    if error["type"] == "value_error":
-        # Cross-field validators raise _rule(key, value, rule): name the key inside its section.
-        args = getattr(error.get("ctx", {}).get("error"), "args", ())
-        if len(args) == 3:
-            rule, key, value = args
-            return f"{source}: {'.'.join(map(str, (*loc, key)))} = {value!r}: {rule}"
-        where = f"{'.'.join(map(str, loc))}: " if loc else ""
-        return f"{source}: {where}{error['msg'].removeprefix('Value error, ')}"
-    name = ".".join(map(str, loc))
-    if error["type"] == "extra_forbidden":
-        allowed = _allowed_keys(Params, loc)
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        return f"{source}: unknown key '{name}'{hint}; allowed keys here: {', '.join(allowed)}"
-    return f"{source}: {name} = {value!r}: {error['msg']}"
-
-
-def parse_params(data: dict[str, Any] | None, source: str = "params") -> Params:
-    """Validate a parsed params mapping; raise one :class:`ParamsError` listing every problem."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ParamsError(f"{source}: the top level must be a mapping of sections, got {type(data).__name__}")
-    try:
-        return Params.model_validate(data)
-    except ValidationError as exc:
-        lines = [_describe(e, source) for e in exc.errors()]
-        raise ParamsError("\n".join(lines)) from None
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``section.key=value`` overrides (values parsed as YAML, as ``dvc exp run -S`` does)."""
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ParamsError(f"override {item!r}: expected KEY=VALUE, e.g. train.max_steps=20")
-        node = data
-        *parents, leaf = key.split(".")
-        for part in parents:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ParamsError(f"override {item!r}: '{part}' is a value, not a section")
-            node = child
-        try:
-            node[leaf] = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise ParamsError(
-                f"override {item!r}: the value {raw!r} is not valid YAML ({problem}); quote strings, "
-                "write lists as [a, b]"
-            ) from None
-    return data
-
-
-def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS, overrides: list[str] | None = None) -> Params:
-    """Read, override and validate ``params.yaml``. Errors are :class:`ParamsError` with one clear message."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ParamsError(
-            f"{path}: no such params file (run from the repository root, or pass --params)"
-        ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ParamsError(f"{path}: not valid YAML: {exc}") from None
-    if overrides:
-        data = apply_overrides(data or {}, overrides)
-    return parse_params(data, str(path))
