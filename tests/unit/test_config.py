@@ -5,7 +5,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lead.config import Params, ParamsError, apply_overrides, load_params, merge, set_path
+from lead.config import (
+    Params,
+    ParamsError,
+    apply_overrides,
+    load_params,
+    merge,
+    section_type,
+    set_path,
+    yaml_fields,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,3 +173,20 @@ def test_overrides_of_a_file_whose_top_level_is_not_a_mapping_name_the_file_prob
     path.write_text("- a\n- b")
     with pytest.raises(ParamsError, match="top level must be a mapping"):
         load_params(path, ["train.max_steps=3"])
+
+
+def _fields(model, prefix=""):
+    """``(dotted key, field)`` of every field of ``model`` and of the sections inside it, list entries too."""
+    for key, field in yaml_fields(model).items():
+        yield prefix + key, field
+        section = section_type(field.annotation)
+        if section is not None:
+            yield from _fields(section, f"{prefix}{key}.")
+
+
+def test_every_params_field_is_described_in_the_schema():
+    fields = dict(_fields(Params))
+    # The walk reaches nested sections and the entries of a list of sections.
+    assert {"train.stage2.max_steps", "curate.sources.weight", "register.model_name"} <= set(fields)
+    missing = sorted(key for key, field in fields.items() if not (field.description or "").strip())
+    assert not missing, f"add Field(description=...) in lead/config/schema.py for: {', '.join(missing)}"
