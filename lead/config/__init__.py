@@ -5,7 +5,9 @@
 * :mod:`lead.config.schema` -- the sections as pydantic models: types, ranges, choices, cross-field rules and
   every key's description; pure (no file is read);
 * :mod:`lead.config.load` -- reading the file, ``-S key=value`` overrides and nested merges (one mechanism,
-  :func:`set_path`), and the one :class:`ParamsError` message naming each bad key, its value and the rule.
+  :func:`set_path`), and the one :class:`ParamsError` message naming each bad key, its value and the rule;
+* :mod:`lead.config.explain` -- what a key means (``lead params --explain KEY``) and the JSON Schema that
+  editors validate ``params.yaml`` with (``lead params --schema FILE``, committed as ``params.schema.json``).
 
 Every name below is importable from ``lead.config`` itself, which is where callers import them from (and
 what the DAG contract test's recorder, ``tests/flows/recorder/sitecustomize.py``, patches).

@@ -26,10 +26,11 @@ class ParamsError(ValueError):
     """Bad ``params.yaml``: the message names every bad key, its value and what is allowed."""
 
 
-def did_you_mean(name: str, allowed: Sequence[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``allowed`` to a mistyped ``name``, or ``""``."""
+def did_you_mean(name: str, allowed: Sequence[str], prefix: str = "") -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``allowed`` to a mistyped ``name``, or ``""`` when none is
+    close; ``prefix`` is written before the suggestion (the section of a dotted key: ``'train.max_steps'``)."""
     close = difflib.get_close_matches(name, allowed, n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    return f" (did you mean '{prefix}{close[0]}'?)" if close else ""
 
 
 def set_path(data: dict[str, Any], key: str | Sequence[str], value: Any) -> None:
