@@ -15,7 +15,7 @@ LOCK_GPU := infra/lock/gpu.txt
 PIP_VERSION := 26.3
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-gpu lock run check-params test test-fast lint format ablation bench clean help prefect-server deploy prefect-worker
+.PHONY: setup setup-gpu lock run check-params schema test test-fast lint format ablation bench clean help prefect-server deploy prefect-worker
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -49,6 +49,9 @@ lock:  ## re-resolve pyproject.toml's ranges in a throw-away venv and rewrite in
 
 check-params: $(STAMP)  ## validate params.yaml (every stage's section) before anything runs
 	$(VENV)/bin/lead params --check
+
+schema: $(STAMP)  ## rewrite params.schema.json (editors validate params.yaml with it) from lead/config/schema.py
+	$(VENV)/bin/lead params --schema params.schema.json
 
 run: check-params  ## the main job on the embedded default: `dvc repro` (proxy data, tiny model, ...)
 	PATH="$(abspath $(VENV))/bin:$$PATH" dvc repro

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from lead.config import DEFAULT_PARAMS, Params, ParamsError, load_params
@@ -57,10 +58,50 @@ def params(
         bool,
         typer.Option("--check", help="Only validate (exit 2 on a bad file); `make run` does this first."),
     ] = False,
+    explain: Annotated[
+        str | None,
+        typer.Option(
+            "--explain",
+            metavar="KEY",
+            help="What a key means: its type, default, value here and description (e.g. train.max_steps); "
+            "a section (e.g. train) lists its keys.",
+        ),
+    ] = None,
+    schema: Annotated[
+        str | None,
+        typer.Option(
+            "--schema",
+            metavar="FILE",
+            help="Write the JSON Schema of params.yaml to FILE ('-' = stdout), e.g. params.schema.json "
+            "(`make schema`).",
+        ),
+    ] = None,
 ) -> None:
-    """Validate params.yaml and print the fully resolved parameters (defaults included)."""
+    """Validate params.yaml and print the fully resolved parameters (defaults included), or explain one key."""
     import yaml
 
+    from lead.config.explain import explain as explain_entry
+    from lead.config.explain import json_schema, lookup
+
+    if sum((check, explain is not None, schema is not None)) > 1:
+        raise typer.BadParameter("give one of --check, --explain and --schema")
+    if schema is not None:  # the schema is the code's, not the file's: params.yaml is not read
+        text = json_schema()
+        if schema == "-":
+            typer.echo(text, nl=False)
+        else:
+            Path(schema).write_text(text, encoding="utf-8")
+            console.print(f"wrote {schema}", highlight=False)
+        return
+    if explain is not None:
+        try:
+            entry = lookup(explain)
+        except ParamsError as exc:
+            console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        source = f"{path} with -S overrides" if overrides else str(path)
+        typer.echo(explain_entry(entry, _params(path, overrides), source))
+        return
     resolved = _params(path, overrides)
     if check:
         console.print(f"{path}: valid", highlight=False)

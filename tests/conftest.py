@@ -6,6 +6,9 @@ from pathlib import Path
 import pytest
 
 from lead.config import Params, TinySpec, load_params
+
+# Nested sections merged key by key: lead.config's one mechanism (tests/flows/conftest.py imports this name).
+from lead.config import merge as _merge
 from lead.core.proxy import generate_problems, warmstart_traces
 from lead.io.tiny_model import build_model, train_tokenizer
 
@@ -26,14 +29,6 @@ def tmp_params(tmp_path: Path, **sections) -> Params:
     for name, values in sections.items():
         _merge(data[name], values)
     return Params.model_validate(data)
-
-
-def _merge(into: dict, values: dict) -> None:
-    for key, value in values.items():
-        if isinstance(value, dict):
-            _merge(into[key], value)
-        else:
-            into[key] = value
 
 
 def write_pool(params: Params, pool) -> None:

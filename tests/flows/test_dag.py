@@ -5,6 +5,7 @@ import json
 import pytest
 import yaml
 
+from lead.config import set_path
 from lead.stages import STAGES
 from tests.flows.conftest import dvc
 
@@ -40,9 +41,9 @@ def test_dvc_repro_runs_the_whole_dag_then_only_what_changed(workspace, recorded
 
 
 def _set(workspace, key: str, value) -> None:
+    """Set the dotted ``key`` of the workspace's params.yaml to ``value`` (what a user's edit does)."""
     data = yaml.safe_load((workspace / "params.yaml").read_text())
-    section, name = key.split(".")
-    data[section][name] = value
+    set_path(data, key, value)
     (workspace / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 
 

@@ -1,14 +1,21 @@
 """The command line: help texts, params errors as exit code 2, the stage modules DVC calls."""
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
+import yaml
 from typer.testing import CliRunner
 
 from lead.cli import app
+from lead.config import Stage2Params, TrainParams
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
+PARAMS = str(ROOT / "params.yaml")
 
 
 def test_help_lists_every_stage_and_explains_it():
@@ -60,3 +67,66 @@ def test_stage_module_entry_point_validates_params(tmp_path):
         env={**os.environ, "DVC_STAGE": "curate"},
     )
     assert under_dvc.returncode == 2 and "dvc checkout" in under_dvc.stderr
+
+
+def test_params_explain_gives_a_keys_type_default_value_and_description():
+    result = runner.invoke(
+        app, ["params", "-p", PARAMS, "--explain", "train.max_steps", "-S", "train.max_steps=7"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["key:", "train.max_steps"]
+    assert "type:        int (>= 1, <= 10000000)" in lines
+    assert "default:     100" in lines
+    assert f"value:       7  (from {PARAMS} with -S overrides)" in lines
+    assert f"description: {TrainParams.model_fields['max_steps'].description}" in lines
+    # Inside a list of sections: the entry key's value in every entry.
+    result = runner.invoke(app, ["params", "-p", PARAMS, "--explain", "curate.sources.path"])
+    assert result.exit_code == 0, result.output
+    assert (
+        f'value:       ["proxy"]  (from {PARAMS}, one per entry of curate.sources)'
+        in result.output.splitlines()
+    )
+
+
+def test_params_explain_of_a_section_lists_its_keys_with_their_descriptions():
+    result = runner.invoke(app, ["params", "-p", PARAMS, "--explain", "train.stage2"])
+    assert result.exit_code == 0, result.output
+    listed = {
+        line.split()[0]: line.split(None, 1)[1]
+        for line in result.output.splitlines()
+        if line.startswith("  ")
+    }
+    assert listed == {key: field.description for key, field in Stage2Params.model_fields.items()}
+
+
+def test_params_explain_of_an_unknown_key_exits_2_with_the_closest_key():
+    result = runner.invoke(app, ["params", "-p", PARAMS, "--explain", "train.max_stps"])
+    assert result.exit_code == 2
+    assert "unknown params key 'train.max_stps'" in result.output
+    assert "did you mean 'train.max_steps'?" in result.output
+    result = runner.invoke(app, ["params", "-p", PARAMS, "--explain", "train.max_steps.x"])
+    assert result.exit_code == 2 and "'train.max_steps' is a value, not a section" in result.output
+
+
+def test_committed_params_schema_is_what_the_command_writes_now(tmp_path):
+    committed = (ROOT / "params.schema.json").read_text(encoding="utf-8")
+    result = runner.invoke(app, ["params", "--schema", "-"])
+    assert result.exit_code == 0, result.output
+    fresh = result.output == committed
+    assert fresh, "params.schema.json is stale: `make schema` (lead params --schema params.schema.json)"
+    written = tmp_path / "schema.json"
+    assert runner.invoke(app, ["params", "--schema", str(written)]).exit_code == 0
+    assert written.read_text(encoding="utf-8") == committed
+    # One action per call.
+    assert runner.invoke(app, ["params", "--check", "--schema", "-"]).exit_code == 2
+
+
+def test_params_schema_accepts_the_shipped_file_and_recipes_and_flags_what_the_loader_refuses():
+    jsonschema = pytest.importorskip("jsonschema")  # installed with the cpu/gpu extras (vLLM needs it)
+    validator = jsonschema.Draft202012Validator(json.loads((ROOT / "params.schema.json").read_text()))
+    for path in [ROOT / "params.yaml", *sorted((ROOT / "recipes").glob("*.yaml"))]:
+        errors = [e.message for e in validator.iter_errors(yaml.safe_load(path.read_text()))]
+        assert not errors, f"{path.name}: {errors}"
+    bad = {"train": {"max_stps": 3, "batch_size": True}, "evaluate": {"benchmarks": ["aime"]}}
+    assert len(list(validator.iter_errors(bad))) == 3

@@ -5,7 +5,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lead.config import Params, ParamsError, apply_overrides, load_params
+from lead.config import (
+    Params,
+    ParamsError,
+    apply_overrides,
+    load_params,
+    merge,
+    section_type,
+    set_path,
+    yaml_fields,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,6 +65,11 @@ BAD = [
         "server is not a URL",
         "calibrate: {server: 'localhost:8000'}",
         ["calibrate.server", "localhost:8000", "http"],
+    ),
+    (
+        "unknown key in a source entry",
+        "curate: {sources: [{name: p, path: proxy, wieght: 2}]}",
+        ["curate.sources.0.wieght", "did you mean 'weight'", "allowed keys here: name, path, weight"],
     ),
     ("section is a scalar", "train: 3", ["train", "3", "valid dictionary"]),
     ("top level is a list", "- a\n- b", ["top level must be a mapping"]),
@@ -111,6 +125,10 @@ def test_overrides_parse_values_as_yaml_and_are_validated(tmp_path):
         load_params(path, ["train.max_steps=x"])
     with pytest.raises(ParamsError, match="expected KEY=VALUE"):
         apply_overrides({}, ["train.max_steps"])
+    with pytest.raises(
+        ParamsError, match=r"override 'train.max_steps.x=1': 'max_steps' is a value, not a section"
+    ):
+        load_params(path, ["train.max_steps.x=1"])
     # A broken YAML value is a one-line params error, not a YAML traceback.
     with pytest.raises(
         ParamsError, match=r"override 'train.max_steps=\[1': the value '\[1' is not valid YAML"
@@ -132,3 +150,43 @@ def test_register_section_keeps_its_yaml_name():
     params = Params.model_validate({"register": {"model_name": "m"}})
     assert params.register_.model_name == "m"
     assert params.model_dump(by_alias=True)["register"]["model_name"] == "m"
+
+
+def test_set_path_and_merge_are_one_mechanism_for_nested_keys():
+    data = {"train": {"max_steps": 5, "lora": {"r": 16, "alpha": 32}}}
+    set_path(data, "train.lora.r", 8)
+    set_path(data, ("evaluate", "samples"), 3)  # missing sections are created
+    assert data == {"train": {"max_steps": 5, "lora": {"r": 8, "alpha": 32}}, "evaluate": {"samples": 3}}
+    # Sections merge key by key (siblings kept), values replace, and the same rule refuses a value as a section.
+    merged = merge(data, {"train": {"lora": {"alpha": 4}, "seed": 1}, "model": {"base": "tiny"}})
+    assert merged is data
+    assert data["train"] == {"max_steps": 5, "lora": {"r": 8, "alpha": 4}, "seed": 1}
+    assert data["model"] == {"base": "tiny"}
+    with pytest.raises(ParamsError, match="'max_steps' is a value, not a section"):
+        merge(data, {"train": {"max_steps": {"x": 1}}})
+    with pytest.raises(ParamsError, match="'max_steps' is a value, not a section"):
+        set_path(data, "train.max_steps.x", 1)
+
+
+def test_overrides_of_a_file_whose_top_level_is_not_a_mapping_name_the_file_problem(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("- a\n- b")
+    with pytest.raises(ParamsError, match="top level must be a mapping"):
+        load_params(path, ["train.max_steps=3"])
+
+
+def _fields(model, prefix=""):
+    """``(dotted key, field)`` of every field of ``model`` and of the sections inside it, list entries too."""
+    for key, field in yaml_fields(model).items():
+        yield prefix + key, field
+        section = section_type(field.annotation)
+        if section is not None:
+            yield from _fields(section, f"{prefix}{key}.")
+
+
+def test_every_params_field_is_described_in_the_schema():
+    fields = dict(_fields(Params))
+    # The walk reaches nested sections and the entries of a list of sections.
+    assert {"train.stage2.max_steps", "curate.sources.weight", "register.model_name"} <= set(fields)
+    missing = sorted(key for key, field in fields.items() if not (field.description or "").strip())
+    assert not missing, f"add Field(description=...) in lead/config/schema.py for: {', '.join(missing)}"

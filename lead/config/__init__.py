@@ -1,0 +1,88 @@
+"""Typed parameters: ``params.yaml`` parsed into pydantic models, one section per stage.
+
+``params.yaml`` is the only file people edit. The package has one room per concern:
+
+* :mod:`lead.config.schema` -- the sections as pydantic models: types, ranges, choices, cross-field rules and
+  every key's description; pure (no file is read);
+* :mod:`lead.config.load` -- reading the file, ``-S key=value`` overrides and nested merges (one mechanism,
+  :func:`set_path`), and the one :class:`ParamsError` message naming each bad key, its value and the rule;
+* :mod:`lead.config.explain` -- what a key means (``lead params --explain KEY``) and the JSON Schema that
+  editors validate ``params.yaml`` with (``lead params --schema FILE``, committed as ``params.schema.json``).
+
+Every name below is importable from ``lead.config`` itself, which is where callers import them from (and
+what the DAG contract test's recorder, ``tests/flows/recorder/sitecustomize.py``, patches).
+"""
+
+from lead.config.load import (
+    DEFAULT_PARAMS,
+    ParamsError,
+    apply_overrides,
+    did_you_mean,
+    load_params,
+    merge,
+    parse_params,
+    set_path,
+)
+from lead.config.schema import (
+    BENCHMARKS,
+    PAPER_PROMPT_SUFFIX,
+    AblationParams,
+    AblationVariant,
+    CalibrateParams,
+    CurateParams,
+    EvaluateParams,
+    LoraParams,
+    ModelParams,
+    Params,
+    PathParams,
+    ProxyParams,
+    RegisterParams,
+    ReportParams,
+    Section,
+    Seed,
+    SourceSpec,
+    Stage2Params,
+    TinySpec,
+    TrackingParams,
+    TrainParams,
+    VerbosityParams,
+    WarmstartParams,
+    section_type,
+    yaml_fields,
+)
+
+__all__ = [
+    "BENCHMARKS",
+    "DEFAULT_PARAMS",
+    "PAPER_PROMPT_SUFFIX",
+    "AblationParams",
+    "AblationVariant",
+    "CalibrateParams",
+    "CurateParams",
+    "EvaluateParams",
+    "LoraParams",
+    "ModelParams",
+    "Params",
+    "ParamsError",
+    "PathParams",
+    "ProxyParams",
+    "RegisterParams",
+    "ReportParams",
+    "Section",
+    "Seed",
+    "SourceSpec",
+    "Stage2Params",
+    "TinySpec",
+    "TrackingParams",
+    "TrainParams",
+    "VerbosityParams",
+    "WarmstartParams",
+    "apply_overrides",
+    "did_you_mean",
+    "load_params",
+    "merge",
+    "parse_params",
+    "section_type",
+    "set_path",
+    "yaml_fields",
+]

@@ -1,0 +1,154 @@
+"""Reading ``params.yaml``: the file, ``key=value`` overrides, and one clear message for every bad key.
+
+Bad input stops before any work with one :class:`ParamsError` whose message names each bad key, its value
+and what is allowed (:mod:`lead.config.schema` declares what is allowed). Setting nested keys has one
+mechanism, :func:`set_path`: ``-S key=value`` overrides (:func:`apply_overrides`) and nested merges
+(:func:`merge`, used by the tests' reduced configs) both go through it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from lead.config.schema import Params, section_type, yaml_fields
+
+DEFAULT_PARAMS = Path("params.yaml")
+
+
+class ParamsError(ValueError):
+    """Bad ``params.yaml``: the message names every bad key, its value and what is allowed."""
+
+
+def did_you_mean(name: str, allowed: Sequence[str], prefix: str = "") -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``allowed`` to a mistyped ``name``, or ``""`` when none is
+    close; ``prefix`` is written before the suggestion (the section of a dotted key: ``'train.max_steps'``)."""
+    close = difflib.get_close_matches(name, allowed, n=1)
+    return f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+
+
+def set_path(data: dict[str, Any], key: str | Sequence[str], value: Any) -> None:
+    """Set ``data[a][b][c] = value`` for the dotted ``key`` ``"a.b.c"`` (or the parts ``("a", "b", "c")``).
+
+    Missing sections on the way are created; a part that holds a value rather than a section is a
+    :class:`ParamsError` naming it (setting ``train.max_steps.x`` must not replace the number silently).
+    """
+    *parents, leaf = key.split(".") if isinstance(key, str) else key
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ParamsError(f"'{part}' is a value, not a section")
+    node[leaf] = value
+
+
+def _leaves(values: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """``(parts of the key, value)`` of every non-mapping value in the nested ``values``."""
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            yield from _leaves(value, (*prefix, key))
+        else:
+            yield (*prefix, key), value
+
+
+def merge(into: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge the nested mapping ``values`` into ``into`` with :func:`set_path`, and return ``into``.
+
+    Sections merge key by key and other values replace what was there, so ``{"train": {"max_steps": 2}}``
+    changes one key and keeps the rest of ``train`` (an empty mapping therefore changes nothing).
+    """
+    for parts, value in _leaves(values):
+        set_path(into, parts, value)
+    return into
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The YAML keys allowed beside the last part of the error location ``loc`` (for 'unknown key' messages)."""
+    model: type[BaseModel] | None = Params
+    for part in loc[:-1]:
+        if isinstance(part, int):  # the index of an entry of a list of sections: the entry's keys
+            continue
+        field = yaml_fields(model).get(str(part))
+        model = section_type(field.annotation) if field else None
+        if model is None:
+            return []
+    return list(yaml_fields(model))
+
+
+def _describe(error: dict[str, Any], source: str) -> str:
+    """One line for one pydantic error: the dotted key, the value and what is allowed."""
+    loc = tuple(error["loc"])
+    value = error.get("input")
+    if error["type"] == "value_error":
+        # Cross-field validators raise _rule(key, value, rule): name the key inside its section.
+        args = getattr(error.get("ctx", {}).get("error"), "args", ())
+        if len(args) == 3:
+            rule, key, value = args
+            return f"{source}: {'.'.join(map(str, (*loc, key)))} = {value!r}: {rule}"
+        where = f"{'.'.join(map(str, loc))}: " if loc else ""
+        return f"{source}: {where}{error['msg'].removeprefix('Value error, ')}"
+    name = ".".join(map(str, loc))
+    if error["type"] == "extra_forbidden":
+        allowed = _allowed_keys(loc)
+        hint = did_you_mean(str(loc[-1]), allowed)
+        return f"{source}: unknown key '{name}'{hint}; allowed keys here: {', '.join(allowed)}"
+    return f"{source}: {name} = {value!r}: {error['msg']}"
+
+
+def parse_params(data: dict[str, Any] | None, source: str = "params") -> Params:
+    """Validate a parsed params mapping; raise one :class:`ParamsError` listing every problem."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ParamsError(f"{source}: the top level must be a mapping of sections, got {type(data).__name__}")
+    try:
+        return Params.model_validate(data)
+    except ValidationError as exc:
+        lines = [_describe(e, source) for e in exc.errors()]
+        raise ParamsError("\n".join(lines)) from None
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``section.key=value`` overrides to ``data`` (values parsed as YAML, as ``dvc exp run -S`` does)."""
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ParamsError(f"override {item!r}: expected KEY=VALUE, e.g. train.max_steps=20")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ParamsError(
+                f"override {item!r}: the value {raw!r} is not valid YAML ({problem}); quote strings, "
+                "write lists as [a, b]"
+            ) from None
+        try:
+            set_path(data, key, value)
+        except ParamsError as exc:
+            raise ParamsError(f"override {item!r}: {exc}") from None
+    return data
+
+
+def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS, overrides: list[str] | None = None) -> Params:
+    """Read, override and validate ``params.yaml``. Errors are :class:`ParamsError` with one clear message."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ParamsError(
+            f"{path}: no such params file (run from the repository root, or pass --params)"
+        ) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{path}: not valid YAML: {exc}") from None
+    # A top level that is not a mapping takes no overrides: parse_params names the problem.
+    if overrides and isinstance(data, dict | None):
+        data = apply_overrides(data or {}, overrides)
+    return parse_params(data, str(path))
