@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
-from lead.core import evaluation
 from lead.io.files import atomic_path, write_json
 from lead.io.fingerprint import model_fingerprint, publish, unpublish, verify
 from lead.stages._common import manifest_path, published_model, stage_main
@@ -256,7 +255,7 @@ def run(params: Params) -> dict[str, Any]:
     import mlflow
     from transformers import AutoTokenizer
 
-    from lead.core.evaluation import benchmark_metrics, budget_sweep, cached_equal
+    from lead.core.evaluation import benchmark_metrics, budget_sweep, cached_equal, seed_summary
     from lead.io.benchmarks import load_benchmark
     from lead.io.progress import progress_bar
     from lead.io.sampling import VLLMSampler, context_window, make_sampler
@@ -322,7 +321,7 @@ def run(params: Params) -> dict[str, Any]:
                 if repeat == 0:  # plots show the first seed
                     scored[name] = problems
                     sweeps[name] = budget_sweep(problems, ev.budgets, equal=equal)
-            metrics.update({f"{name}.{k}": v for k, v in evaluation.seed_summary(per_seed).items()})
+            metrics.update({f"{name}.{k}": v for k, v in seed_summary(per_seed).items()})
         sampler.close()
         seconds = round(time.perf_counter() - started, 1)
 
