@@ -24,6 +24,20 @@ app = typer.Typer(
 )
 console = Console()
 
+
+@app.callback()
+def main(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="All logs, vLLM's engine start-up included.")
+    ] = False,
+) -> None:
+    """GRPO-LEAD pipeline: curate → warmstart → calibrate → train → evaluate → register."""
+    if verbose:  # read when vLLM is imported, which no command has done yet
+        import os
+
+        os.environ["VLLM_LOGGING_LEVEL"] = "INFO"
+
+
 ParamsOpt = Annotated[Path, typer.Option("--params", "-p", help="Params file.")]
 SetOpt = Annotated[
     list[str] | None,
