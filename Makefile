@@ -54,7 +54,7 @@ schema: $(STAMP)  ## rewrite params.schema.json (editors validate params.yaml wi
 	$(VENV)/bin/lead params --schema params.schema.json
 
 run: check-params  ## the main job on the embedded default: `dvc repro` (proxy data, tiny model, ...)
-	PATH="$(abspath $(VENV))/bin:$$PATH" dvc repro
+	$(VENV)/bin/dvc repro
 
 test: $(STAMP)  ## the whole test suite, slow tests included
 	$(PY) -m pytest $(PYTEST_ARGS)

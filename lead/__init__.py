@@ -2,7 +2,8 @@
 
 Importing the package applies the offline hygiene once for every entry point (CLI, DVC stages, Prefect
 flows, tests): no Hugging Face hub look-ups, no telemetry. Values already set by the user win, so a user
-with a hub sets ``HF_HUB_OFFLINE=0`` to download a real base model.
+with a hub sets ``HF_HUB_OFFLINE=0`` to download a real base model, and ``VLLM_LOGGING_LEVEL=INFO`` brings
+back vLLM's start-up log.
 """
 
 import os
@@ -19,6 +20,9 @@ OFFLINE_ENV = {
     # Our own rich bars show progress; the libraries' tqdm bars would interleave with them.
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    # vLLM logs ~34 INFO lines per engine start; warnings and errors still show (`lead -v`, or
+    # VLLM_LOGGING_LEVEL=INFO in the environment, for all of them).
+    "VLLM_LOGGING_LEVEL": "WARNING",
 }
 for _key, _value in OFFLINE_ENV.items():
     os.environ.setdefault(_key, _value)

@@ -24,6 +24,20 @@ app = typer.Typer(
 )
 console = Console()
 
+
+@app.callback()
+def main(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="All logs, vLLM's engine start-up included.")
+    ] = False,
+) -> None:
+    """GRPO-LEAD pipeline: curate → warmstart → calibrate → train → evaluate → register."""
+    if verbose:  # read when vLLM is imported, which no command has done yet
+        import os
+
+        os.environ["VLLM_LOGGING_LEVEL"] = "INFO"
+
+
 ParamsOpt = Annotated[Path, typer.Option("--params", "-p", help="Params file.")]
 SetOpt = Annotated[
     list[str] | None,
@@ -347,6 +361,9 @@ def register(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None
     from lead.stages import register as stage
 
     s = stage.run(_params(path, overrides))
+    if not s["registered"]:
+        console.print(s["reason"], highlight=False)
+        return
     console.print(
         f"{s['model_name']} version {s['version']} → @{', @'.join(s['aliases'])}; "
         f"{'promoted' if s['promoted'] else 'not promoted'}: {'; '.join(s['gate'])}",
@@ -392,6 +409,34 @@ def ablation_(
     result = stage.run(_params(path, overrides), out)
     console.print(Markdown(ablation.markdown(result["summary"], result["target"], result["baseline"])))
     console.print(f"{result['seconds']} s; MLflow parent run {result['mlflow_run_id']}", highlight=False)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def exp(ctx: typer.Context) -> None:
+    """DVC experiments, headline only: what each changed against its commit, Pass@1 and Len per benchmark,
+    problems kept, steps, last reward. Extra arguments go to `dvc exp show` (e.g. `lead exp -A`)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from lead.core import experiments
+
+    beside = Path(sys.executable).with_name("dvc")  # this environment's DVC, as `make run` uses
+    dvc = str(beside) if beside.exists() else shutil.which("dvc") or "dvc"
+    done = subprocess.run([dvc, "exp", "show", "--json", *ctx.args], capture_output=True, text=True)
+    if done.returncode != 0:
+        console.print(f"[bold red]error:[/] dvc exp show: {done.stderr.strip()}", highlight=False)
+        raise typer.Exit(done.returncode)
+    found = experiments.rows(json.loads(done.stdout or "[]"))
+    columns = list(dict.fromkeys(k for r in found for k in r.figures))
+    table = Table("experiment", "changed vs its commit", *columns)
+    for r in found:
+        changed = ", ".join(f"{k}={v}" for k, v in r.changed.items()) or "-"
+        table.add_row(
+            r.name, changed, *("-" if r.figures.get(c) is None else f"{r.figures[c]:.4g}" for c in columns)
+        )
+    console.print(table)
 
 
 @app.command()

@@ -793,6 +793,11 @@ class RegisterParams(Section):
         le=10.0,
         description="champion gate: largest relative Len_avg increase allowed on any benchmark (0.1 = 10 %)",
     )
+    on_experiment: bool = Field(
+        False,
+        description="register under `dvc exp run` too; by default an experiment's register stage only records "
+        "that it registered nothing (sweeps are compared with `dvc exp show`, not pushed into the registry)",
+    )
 
 
 AblationVariant = Literal["grpo", "grpo_l", "grpo_l_ad", "lead", "improved"]

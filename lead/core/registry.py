@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,8 +147,10 @@ def description(
     protocol_text: str,
     lineage: Mapping[str, str],
     links: Mapping[str, str],
+    changed: Sequence[ParamChange] | None = None,
 ) -> str:
-    """The model version's description: what was trained, the table against the champion, the verdict, links."""
+    """The model version's description: what was trained, the table against the champion, the verdict, the
+    params that differ from the champion's (``changed``; None: not known), links."""
     label = f"v{champion_version}" if champion_version else "champion"
     parts = [
         f"**Evaluation** ({protocol_text}) against the current @champion"
@@ -160,6 +162,43 @@ def description(
         "",
         "**Lineage**: " + ", ".join(f"{k} `{v}`" for k, v in lineage.items()),
     ]
+    if champion_version and changed is not None:
+        parts += ["", params_changed_text(changed, label)]
     if links:
         parts += ["", "**Plots**: " + ", ".join(f"[{k}]({v})" for k, v in links.items())]
     return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class ParamChange:
+    """One params key whose value differs between a candidate's runs and the champion's (``None``: absent)."""
+
+    key: str
+    champion: str | None
+    candidate: str | None
+
+
+def params_diff(candidate: Mapping[str, str], champion: Mapping[str, str]) -> list[ParamChange]:
+    """The keys whose logged values differ (MLflow logs params as strings), sorted by key.
+
+    >>> [(c.key, c.champion, c.candidate) for c in params_diff({"train.max_steps": "20", "a": "1"},
+    ...                                                          {"train.max_steps": "100", "a": "1", "b": "x"})]
+    [('b', 'x', None), ('train.max_steps', '100', '20')]
+    """
+    keys = sorted(set(candidate) | set(champion))
+    return [
+        ParamChange(k, champion.get(k), candidate.get(k)) for k in keys if candidate.get(k) != champion.get(k)
+    ]
+
+
+def params_changed_text(changed: Sequence[ParamChange], label: str, most: int = 20) -> str:
+    """The description's "params changed" paragraph: at most ``most`` keys as ``key: old → new``."""
+    if not changed:
+        return f"**Params vs @champion ({label})**: the same training and evaluation params."
+    shown = ", ".join(
+        f"`{c.key}` {c.champion if c.champion is not None else '(unset)'} → "
+        f"{c.candidate if c.candidate is not None else '(unset)'}"
+        for c in changed[:most]
+    )
+    more = f", and {len(changed) - most} more" if len(changed) > most else ""
+    return f"**Params changed vs @champion ({label})**: {shown}{more}."

@@ -69,21 +69,29 @@ def pip_requirements() -> list[str]:
     return out
 
 
+# What the pipeline itself rewrites while it runs: a change there says nothing about the code or params used.
+PIPELINE_RECORDS = frozenset({"dvc.lock"})
+
+
 def git_commit(root: Path) -> str:
-    """``HEAD``'s commit, with ``+dirty`` when tracked files differ from it; ``unknown`` outside git."""
+    """``HEAD``'s commit, with ``+dirty`` when tracked files other than the pipeline's own records
+    (:data:`PIPELINE_RECORDS`: ``dvc repro`` rewrites ``dvc.lock`` stage by stage) differ from it;
+    ``unknown`` outside git. Params that differ from the commit's (``dvc exp run -S``) show as ``+dirty``
+    too; the version's description lists them against the champion."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
-        dirty = subprocess.run(
+        changed = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
             cwd=root,
             capture_output=True,
             text=True,
             check=True,
-        ).stdout.strip()
+        ).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    dirty = [line[3:] for line in changed if line[3:].strip() not in PIPELINE_RECORDS]
     return head + ("+dirty" if dirty else "")
 
 
@@ -228,12 +236,60 @@ def _remove_unfinished(client, name: str, fingerprint: str) -> None:
             client.delete_model_version(name, v.version)
 
 
+def _run_params(client, run_id: str | None) -> dict[str, str] | None:
+    """The params an MLflow run logged (None: no such run, e.g. deleted)."""
+    from mlflow.exceptions import MlflowException
+
+    if not run_id:
+        return None
+    try:
+        return dict(client.get_run(run_id).data.params)
+    except MlflowException:
+        return None
+
+
+def params_vs_champion(client, ev: Evidence, champion) -> list[registry.ParamChange] | None:
+    """What the candidate's train and evaluate runs logged differently from the champion's (their
+    ``train.run_id`` / ``evaluate.run_id`` tags); None when the champion's runs are gone."""
+    if champion is None:
+        return None
+    mine, theirs = {}, {}
+    for own, tag in ((ev.train_run_id, "train.run_id"), (ev.evaluate_run_id, "evaluate.run_id")):
+        a, b = _run_params(client, own), _run_params(client, champion.tags.get(tag))
+        if a is None or b is None:
+            return None
+        mine.update(a)
+        theirs.update(b)
+    return registry.params_diff(mine, theirs)
+
+
+def skipped_experiment(params: Params) -> dict[str, Any] | None:
+    """Under ``dvc exp run`` (DVC sets ``DVC_EXP_NAME`` for the stages), the summary of a register that
+    registers nothing, unless ``register.on_experiment``: a sweep is compared with ``dvc exp show``; the
+    registry holds the candidates someone chose to review."""
+    name = os.environ.get("DVC_EXP_NAME")
+    if not name or params.register_.on_experiment:
+        return None
+    return {
+        "model_name": params.register_.model_name,
+        "version": None,
+        "experiment": name,
+        "registered": False,
+        "reason": f"DVC experiment {name}: not registered (register.on_experiment is false)",
+    }
+
+
 def run(params: Params) -> dict[str, Any]:
     """Register the evaluated model with lineage and review description; run the champion gate."""
     import mlflow
     from mlflow import MlflowClient
 
     from lead.io.tracking import stage_run
+
+    skipped = skipped_experiment(params)
+    if skipped is not None:
+        write_json(report_path(params), skipped)
+        return skipped
 
     root = repo_root()
     uri = tracking_uri(params)
@@ -295,6 +351,7 @@ def run(params: Params) -> dict[str, Any]:
             protocol_text=protocol_text,
             lineage={k: v for k, v in lineage.items() if not k.endswith("run_id")},
             links=_plot_links(ev.evaluate_run_id, uri),
+            changed=params_vs_champion(client, ev, champion),
         )
         client.update_model_version(name, version, description=text)
         # Complete before any alias points at it: a half-made version (deleted by the next run) has none.
@@ -306,6 +363,7 @@ def run(params: Params) -> dict[str, Any]:
         aliases = client.get_model_version(name, version).aliases
     summary = {
         "model_name": name,
+        "registered": True,
         "version": int(version),
         "aliases": sorted(aliases),
         "promoted": decision.promote,

@@ -126,7 +126,7 @@ def sft_config(params: Params, output_dir: Path):
         use_cpu=not torch.cuda.is_available(),
         bf16=torch.cuda.is_available() and params.model.dtype == "bfloat16",
         save_strategy="no",
-        report_to=[],
+        report_to=["mlflow"],  # the loss curve, into the stage's MLflow run
         logging_steps=25,
         disable_tqdm=True,
         seed=ws.seed,
@@ -136,11 +136,13 @@ def sft_config(params: Params, output_dir: Path):
 
 def run(params: Params) -> dict[str, Any]:
     """Fine-tune the base model on warm-start traces and save it to ``<paths.models>/warmstart``."""
+    import mlflow
     import torch
     from datasets import Dataset
     from transformers import PrinterCallback
     from trl import SFTTrainer
 
+    from lead.io.tracking import stage_run
     from lead.training.callbacks import RichProgressCallback
 
     out = model_dir(params)
@@ -165,7 +167,8 @@ def run(params: Params) -> dict[str, Any]:
         )
     records = proxy_sft_records(params) if is_proxy else external_sft_records(params)
     model, tokenizer = base_model_and_tokenizer(params, records)
-    with atomic_path(out) as tmp:
+    # An MLflow run like every other stage's (tag stage=warmstart): the SFT's params, loss curve and summary.
+    with stage_run(params, "warmstart", log_sections=("warmstart",)) as mlflow_run, atomic_path(out) as tmp:
         trainer = SFTTrainer(
             model=model,
             args=sft_config(params, tmp / "_trainer"),
@@ -179,7 +182,19 @@ def run(params: Params) -> dict[str, Any]:
         trainer.model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         shutil.rmtree(tmp / "_trainer", ignore_errors=True)  # the trainer's scratch folder is not the model
-    summary = {
+        summary = _summary(params, records, result, trainer, model, started)
+        mlflow.log_metrics({k: v for k, v in summary.items() if k in METRICS})
+    summary = {**summary, "model": model_fingerprint(out), "mlflow_run_id": mlflow_run.info.run_id}
+    write_json(params.paths.reports / "warmstart.json", summary)
+    publish(manifest, "warmstart", [params.paths.reports / "warmstart.json"], model=summary["model"])
+    return summary
+
+
+METRICS = ("examples", "steps", "train_loss", "final_loss", "parameters", "seconds")
+
+
+def _summary(params: Params, records, result, trainer, model, started: float) -> dict[str, Any]:
+    return {
         "enabled": True,
         "base": params.model.base,
         "examples": len(records),
@@ -190,11 +205,7 @@ def run(params: Params) -> dict[str, Any]:
         ),
         "parameters": sum(p.numel() for p in model.parameters()),
         "seconds": round(time.perf_counter() - started, 1),
-        "model": model_fingerprint(out),
     }
-    write_json(params.paths.reports / "warmstart.json", summary)
-    publish(manifest, "warmstart", [params.paths.reports / "warmstart.json"], model=summary["model"])
-    return summary
 
 
 def report(params: Params, backend: str = "auto") -> list[Any]:

@@ -15,7 +15,7 @@ DAG = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 def test_every_stage_is_a_module_run_as_dvc_says():
     assert list(DAG) == list(STAGES)
     for name, stage in DAG.items():
-        assert stage["cmd"] == f"python -m lead.stages.{name}"
+        assert stage["cmd"] == f"sh infra/stage.sh {name}"
         assert callable(importlib.import_module(f"lead.stages.{name}").main)
 
 
@@ -40,3 +40,35 @@ def test_outputs_are_cached_unless_they_are_resume_state():
                 assert options.get("cache") is False, (name, path)
             else:  # restorable with `dvc checkout` after a failed run removed it
                 assert options.get("cache", True), (name, path)
+
+
+def _launch(tmp_path, env: dict[str, str]) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        ["sh", str(ROOT / "infra/stage.sh"), "curate", "--params", "x.yaml"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_stages_run_with_the_projects_python_without_an_activated_venv(tmp_path):
+    # A stand-in interpreter that says how it was called: which one the launcher picked, with what.
+    for venv in ("project/.venv", "active"):
+        fake = tmp_path / venv / "bin/python"
+        fake.parent.mkdir(parents=True)
+        fake.write_text(f'#!/bin/sh\necho "{venv} $*"\n')
+        fake.chmod(0o755)
+    # `.venv/bin/dvc repro` from the repository root (DVC_ROOT), nothing activated: the project's .venv.
+    project = tmp_path / "project"
+    assert (
+        _launch(project, {"DVC_ROOT": str(project)}) == "project/.venv -m lead.stages.curate --params x.yaml"
+    )
+    assert _launch(project, {}) == "project/.venv -m lead.stages.curate --params x.yaml"  # wdir is the root
+    # An activated venv wins (a user's own environment).
+    active = str(tmp_path / "active")
+    assert _launch(project, {"VIRTUAL_ENV": active}) == "active -m lead.stages.curate --params x.yaml"

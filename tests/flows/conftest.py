@@ -67,7 +67,8 @@ def dvc(
 def make_workspace(ws: Path, config: dict) -> Path:
     """A fresh git + DVC workspace in ``ws`` holding copies of what ``dvc.yaml`` names and the shipped
     params.yaml with ``config`` merged in, committed."""
-    for name in ("dvc.yaml", "pyproject.toml", "prefect.yaml"):
+    for name in ("dvc.yaml", "pyproject.toml", "prefect.yaml", "infra/stage.sh"):
+        (ws / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, ws / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("lead", "flows", "data/raw"):

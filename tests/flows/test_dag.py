@@ -1,13 +1,15 @@
 """End to end through DVC: the whole DAG on a reduced config, then what a second run and a param change do."""
 
 import json
+import subprocess
 
 import pytest
 import yaml
 
 from lead.config import set_path
+from lead.core import experiments
 from lead.stages import STAGES
-from tests.flows.conftest import dvc
+from tests.flows.conftest import REDUCED, dvc
 
 pytestmark = pytest.mark.slow
 
@@ -31,13 +33,33 @@ def test_dvc_repro_runs_the_whole_dag_then_only_what_changed(workspace, recorded
     for plot in ("histogram.csv", "budget_curve.png", "accuracy_vs_length.png", "pass_rate_histogram.png"):
         assert plot in plots, plot
 
-    # One evaluate param: evaluate and register rerun, nothing upstream; the experiment is recorded.
+    # The run committed, as a user keeps a result; then one evaluate param as a DVC experiment: evaluate and
+    # register rerun, nothing upstream; the experiment is recorded and comparable, and registers nothing.
+    git = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
+    subprocess.run([*git, "add", "dvc.lock"], cwd=workspace, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first run"], cwd=workspace, check=True)
     exp = dvc(workspace, "exp", "run", "-S", "evaluate.samples=3", "-n", "three-samples")
     assert ran(exp.stdout) == ["evaluate", "register"]
     metrics = json.loads((workspace / "reports/evaluate/metrics.json").read_text())
     assert metrics["proxy.samples_per_problem"] == 3
     assert "three-samples" in dvc(workspace, "exp", "list", "--name-only").stdout
-    assert json.loads((workspace / "reports/register.json").read_text())["version"] == 2
+    skipped = json.loads((workspace / "reports/register.json").read_text())
+    assert skipped["registered"] is False and skipped["experiment"] == "three-samples"
+    assert _versions(workspace) == ["1"]  # the sweep did not reach the registry
+
+    # dvc exp show holds figures (not "!") for the commit and the experiment, and what the experiment changed.
+    found = {r.name: r for r in experiments.rows(json.loads(dvc(workspace, "exp", "show", "--json").stdout))}
+    commit = next(r for name, r in found.items() if name not in ("workspace", "three-samples"))
+    three = found["three-samples"]
+    assert three.changed == {"evaluate.samples": 3} and commit.changed == {}
+    for row in (commit, three):
+        assert isinstance(row.figures["proxy Pass@1"], float) and isinstance(row.figures["kept"], int), row
+    assert (
+        three.figures["kept"] == commit.figures["kept"] and three.figures["steps"] == commit.figures["steps"]
+    )
+    diff = json.loads(dvc(workspace, "metrics", "diff", "HEAD", "--json").stdout)
+    changed = diff["reports/evaluate/metrics.json"]["proxy.samples_per_problem"]
+    assert (changed["old"], changed["new"]) == (REDUCED["evaluate"]["samples"], 3)
 
 
 def _set(workspace, key: str, value) -> None:
@@ -52,6 +74,14 @@ def _trained(workspace) -> tuple[dict, bytes]:
         json.loads((workspace / "reports/train.json").read_text()),
         (workspace / "models/train/model.safetensors").read_bytes(),
     )
+
+
+def _versions(workspace) -> list[str]:
+    """The registry's versions of the workspace's model."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{workspace / 'mlflow.db'}")
+    return sorted(v.version for v in client.search_model_versions("name = 'lead-proxy'"))
 
 
 def _train_runs(workspace) -> list[str]:

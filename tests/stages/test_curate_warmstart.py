@@ -39,6 +39,14 @@ def test_warmstart_trains_saves_and_reports(small_params: Params):
     assert AutoModelForCausalLM.from_pretrained(str(out)).config.num_hidden_layers == 1
     assert AutoTokenizer.from_pretrained(str(out)).eos_token == "<|endoftext|>"
     assert not (out / "_trainer").exists()
+    # Tracked like every stage: an MLflow run tagged stage=warmstart with its params, summary and the trainer log.
+    from mlflow import MlflowClient
+
+    client = MlflowClient(small_params.tracking.uri)
+    run = client.get_run(summary["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["stage"] == "warmstart"
+    assert run.data.params["warmstart.examples"] == "64" and run.data.metrics["steps"] == 4
+    assert "train_loss" in run.data.metrics  # what the trainer reports to MLflow (per logging step: loss)
 
     rows = warmstart.report(small_params, backend="transformers")
     assert [r.level for r in rows] == [1, 2, 3]

@@ -24,23 +24,26 @@ def params(tmp_path, tiny_model) -> Params:
     model = p.paths.models / "train"
     shutil.copytree(tiny_model[0], model)
     (p.paths.reports).mkdir(parents=True)
-    (p.paths.reports / "train.json").write_text(json.dumps({"mlflow_run_id": "train-run"}))
     # As the train stage does: the model it published, and the MLflow run that trained it.
+    use_experiment(p)
+    with mlflow.start_run(run_name="train", tags={"stage": "train"}) as train_run:
+        mlflow.log_params({"train.max_steps": 100, "train.preset": "paper"})
+    (p.paths.reports / "train.json").write_text(json.dumps({"mlflow_run_id": train_run.info.run_id}))
     fingerprint = model_fingerprint(model)
     publish(
         manifest_path(p, "train"),
         "train",
         [p.paths.reports / "train.json"],
         model=fingerprint,
-        mlflow_run_id="train-run",
+        mlflow_run_id=train_run.info.run_id,
     )
     p.evaluate.model = "train"
     return p
 
 
-def evaluated(params: Params, pass_at_1: float, len_avg: float, model=None, logged=None) -> str:
-    """What evaluate leaves: metrics.json, its MLflow run (finished, with ``logged`` or the same figures), the
-    manifest naming the model by content. Returns the run id."""
+def evaluated(params: Params, pass_at_1: float, len_avg: float, model=None, logged=None, samples=8) -> str:
+    """What evaluate leaves: metrics.json, its MLflow run (finished, with ``logged`` or the same figures, and
+    the ``evaluate.samples`` param), the manifest naming the model by content. Returns the run id."""
     out = output_dir(params)
     out.mkdir(parents=True, exist_ok=True)
     metrics = {"proxy.pass_at_1": pass_at_1, "proxy.len_avg": len_avg}
@@ -48,6 +51,7 @@ def evaluated(params: Params, pass_at_1: float, len_avg: float, model=None, logg
     use_experiment(params)
     with mlflow.start_run(run_name="evaluate", tags={"stage": "evaluate"}) as run:
         mlflow.log_metrics(logged or metrics)
+        mlflow.log_param("evaluate.samples", samples)
     path = model or params.paths.models / "train"
     publish(
         manifest_path(params, "evaluate"),
@@ -65,7 +69,7 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
     first = register.run(params)
     assert first["version"] == 1 and first["promoted"] and first["aliases"] == ["challenger", "champion"]
 
-    evaluated(params, 0.25, 50.0)  # shorter but less accurate: stays challenger
+    evaluated(params, 0.25, 50.0, samples=4)  # shorter but less accurate: stays challenger
     second = register.run(params)
     assert second["aliases"] == ["challenger"] and not second["promoted"]
     assert any("Pass@1 0.2500 < champion 0.3000" in r for r in second["gate"])
@@ -87,7 +91,12 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
     ):
         assert v2.tags[key], key
     assert v2.tags["lead.state"] == "registered"
-    assert v2.tags["train.run_id"] == "train-run" and v2.tags["eval.proxy.pass_at_1"] == "0.25"
+    assert (
+        v2.tags["train.run_id"] == first["lineage"]["train.run_id"]
+        and v2.tags["eval.proxy.pass_at_1"] == "0.25"
+    )
+    # What differs from the champion's runs (train: the same run; evaluate: 4 samples instead of 8).
+    assert "**Params changed vs @champion (v1)**: `evaluate.samples` 8 → 4." in v2.description
     assert "| proxy | 0.2500 | 0.3000 | -0.0500 | 50.0 | 60.0 | -10.0 |" in v2.description
     assert "(version 1)" in v2.description and "gate failed" in v2.description
 
@@ -151,3 +160,31 @@ def test_versions_a_killed_register_left_half_made_are_removed_but_never_aliased
     assert str(v2) not in left  # removed: half-made, no alias, same model
     assert left[str(v3)] == "registering" and left[str(other.version)] == "registering"  # aliased / other
     assert left[str(first["version"])] == "registered"
+
+
+def test_a_dvc_experiment_registers_nothing_unless_asked(params: Params, monkeypatch):
+    evaluated(params, 0.30, 60.0)
+    monkeypatch.setenv("DVC_EXP_NAME", "sweep-lr")  # what `dvc exp run` sets for the stages
+    skipped = register.run(params)
+    assert skipped == json.loads(register.report_path(params).read_text())
+    assert skipped["registered"] is False and "sweep-lr" in skipped["reason"] and skipped["version"] is None
+    mlflow.set_tracking_uri(params.tracking.uri)
+    assert MlflowClient().search_model_versions("name = 'lead-test'") == []
+    params.register_.on_experiment = True
+    assert register.run(params)["version"] == 1
+
+
+def test_lineage_is_clean_when_only_the_pipelines_own_records_changed(tmp_path):
+    import subprocess
+
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    for name in ("dvc.lock", "params.yaml"):
+        (tmp_path / name).write_text("a: 1\n")
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "c"], cwd=tmp_path, check=True)
+    head = register.git_commit(tmp_path)
+    (tmp_path / "dvc.lock").write_text("a: 2\n")  # dvc repro rewrote its lock
+    assert register.git_commit(tmp_path) == head and not head.endswith("+dirty")
+    (tmp_path / "params.yaml").write_text("a: 2\n")  # a param that is not the commit's
+    assert register.git_commit(tmp_path) == head + "+dirty"

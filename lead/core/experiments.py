@@ -1,0 +1,103 @@
+"""The headline view of DVC experiments (``lead exp``): the params each one changed, the figures that matter.
+
+``dvc exp show`` prints every param and every metric — over a hundred columns for this pipeline. A reader
+comparing a sweep wants, per experiment, what was changed against its baseline commit and a few numbers:
+Pass@1 and mean length per benchmark, the calibrated pool kept, the training steps and last reward. This
+module turns ``dvc exp show --json`` (a list of commits, each with its experiments) into those rows; it
+reads nothing itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+EVALUATE = "reports/evaluate/metrics.json"
+CALIBRATE = "reports/calibrate/summary.json"
+TRAIN = "reports/train.json"
+_PASS = re.compile(r"^(?P<bench>[a-z0-9_]+)\.pass_at_1$")  # a benchmark's headline, not a level or budget
+
+
+@dataclass(frozen=True)
+class ExperimentRow:
+    """One line of the view: the revision's name, its baseline, what it changed, its headline figures."""
+
+    name: str
+    baseline: str
+    changed: dict[str, Any]
+    figures: dict[str, float | int | None]
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"train": {"max_steps": 5}}`` → ``{"train.max_steps": 5}`` (lists stay values)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _params(rev: Mapping[str, Any]) -> dict[str, Any]:
+    files = (rev.get("data") or {}).get("params") or {}
+    return flatten((files.get("params.yaml") or {}).get("data") or {})
+
+
+def _metrics(rev: Mapping[str, Any], path: str) -> dict[str, Any]:
+    files = (rev.get("data") or {}).get("metrics") or {}
+    return dict((files.get(path) or {}).get("data") or {})
+
+
+def headline(rev: Mapping[str, Any]) -> dict[str, float | int | None]:
+    """Pass@1 and Len_avg of every benchmark evaluated, kept problems, train steps and last reward."""
+    evaluation = _metrics(rev, EVALUATE)
+    out: dict[str, float | int | None] = {}
+    for key in sorted(evaluation):
+        m = _PASS.match(key)
+        if m:
+            bench = m.group("bench")
+            out[f"{bench} Pass@1"] = evaluation[key]
+            out[f"{bench} Len"] = evaluation.get(f"{bench}.len_avg")
+    out["kept"] = _metrics(rev, CALIBRATE).get("kept")
+    train = _metrics(rev, TRAIN)
+    out["steps"] = train.get("steps")
+    out["last reward"] = train.get("last_reward")
+    return out
+
+
+def changed_params(rev: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, Any]:
+    """The params whose values differ from the baseline's (a key only one side has counts, as None)."""
+    mine, theirs = _params(rev), _params(baseline)
+    return {k: mine.get(k) for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)}
+
+
+def _revisions(shown: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """(revision, its baseline commit) for the workspace, every commit shown and each commit's experiments."""
+    commits = [r for r in shown if r.get("rev") != "workspace"]
+    workspace = next((r for r in shown if r.get("rev") == "workspace"), None)
+    if workspace is not None:
+        yield workspace, commits[0] if commits else workspace
+    for commit in commits:
+        yield commit, commit
+        for exp in commit.get("experiments") or []:
+            for rev in exp.get("revs") or []:
+                yield rev, commit
+
+
+def _label(rev: Mapping[str, Any]) -> str:
+    """An experiment's or branch's name, else the short commit (``workspace`` stays ``workspace``)."""
+    ref = str(rev.get("rev", ""))
+    return str(rev.get("name") or (ref if ref == "workspace" else ref[:7]))
+
+
+def rows(shown: Sequence[Mapping[str, Any]]) -> list[ExperimentRow]:
+    """The view's rows from ``dvc exp show --json``: the workspace, each commit, then its experiments."""
+    out = []
+    for rev, base in _revisions(shown):
+        name, base_name = _label(rev), _label(base)
+        changed = {} if rev is base else changed_params(rev, base)
+        out.append(ExperimentRow(name, base_name, changed, headline(rev)))
+    return out
