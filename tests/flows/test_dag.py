@@ -81,7 +81,8 @@ def _versions(workspace) -> list[str]:
     from mlflow import MlflowClient
 
     client = MlflowClient(f"sqlite:///{workspace / 'mlflow.db'}")
-    return sorted(v.version for v in client.search_model_versions("name = 'lead-proxy'"))
+    name = REDUCED["register"]["model_name"]
+    return sorted(v.version for v in client.search_model_versions(f"name = '{name}'"))
 
 
 def _train_runs(workspace) -> list[str]:
