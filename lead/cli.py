@@ -7,6 +7,7 @@ and the Prefect flow call. ``--set key=value`` overrides ``params.yaml`` for one
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -68,6 +69,7 @@ def _params(path: Path, overrides: list[str] | None) -> Params:
 def params(
     path: ParamsOpt = DEFAULT_PARAMS,
     overrides: SetOpt = None,
+    recipe: RecipeOpt = None,
     check: Annotated[
         bool,
         typer.Option("--check", help="Only validate (exit 2 on a bad file); `make run` does this first."),
@@ -90,15 +92,25 @@ def params(
             "(`make schema`).",
         ),
     ] = None,
+    as_dvc_args: Annotated[
+        bool,
+        typer.Option(
+            "--as-dvc-args",
+            help="Print the overrides of --recipe and --set as `dvc exp run` arguments, checked against "
+            'DVC\'s own -S parser: eval "dvc exp run $(lead params --recipe FILE --as-dvc-args)".',
+        ),
+    ] = False,
 ) -> None:
-    """Validate params.yaml and print the fully resolved parameters (defaults included), or explain one key."""
+    """Validate params.yaml and print the fully resolved parameters (defaults included), explain one key, or
+    print a recipe's keys as `dvc exp run -S` arguments."""
     import yaml
 
     from lead.config.explain import explain as explain_entry
     from lead.config.explain import json_schema, lookup
 
-    if sum((check, explain is not None, schema is not None)) > 1:
-        raise typer.BadParameter("give one of --check, --explain and --schema")
+    if sum((check, explain is not None, schema is not None, as_dvc_args)) > 1:
+        raise typer.BadParameter("give one of --check, --explain, --schema and --as-dvc-args")
+    overrides = [*_recipe_overrides(recipe), *(overrides or [])]
     if schema is not None:  # the schema is the code's, not the file's: params.yaml is not read
         text = json_schema()
         if schema == "-":
@@ -117,12 +129,107 @@ def params(
         typer.echo(explain_entry(entry, _params(path, overrides), source))
         return
     resolved = _params(path, overrides)
+    _check_train_settings(resolved)
+    if as_dvc_args:
+        if not overrides:
+            raise typer.BadParameter("--as-dvc-args prints the overrides of --recipe and --set: give one")
+        try:
+            typer.echo(_dvc_args(path, overrides))
+        except ParamsError as exc:
+            console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        return
     if check:
         console.print(f"{path}: valid", highlight=False)
         return
     console.print(
         yaml.safe_dump(resolved.model_dump(mode="json", by_alias=True), sort_keys=False), highlight=False
     )
+
+
+def _check_train_settings(resolved: Params) -> None:
+    """The train settings only TRL or the launch can judge (:func:`lead.stages.train.check_train_settings`;
+    TRL is imported only for a non-empty train.grpo_config); a bad one exits 2."""
+    from lead.stages.train import check_train_settings
+
+    try:
+        check_train_settings(resolved)
+    except ParamsError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+_MISSING = object()
+
+
+def _lookup(data: object, key: str) -> object:
+    """The value at the dotted ``key`` of nested mappings, or ``_MISSING``."""
+    for part in key.split("."):
+        data = data.get(part, _MISSING) if isinstance(data, dict) else _MISSING
+    return data
+
+
+def _hydra_value(value: object) -> str:
+    """``value`` in Hydra's override grammar, which ``dvc exp run -S`` parses (strings double-quoted)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ",".join(_hydra_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_hydra_value(v)}" for k, v in value.items()) + "}"
+    # Hydra un-escapes a backslash only before a quote: double the backslashes there, escape the quote.
+    text = re.sub(r'(\\*)(")', lambda m: m.group(1) * 2 + '\\"', str(value))
+    return '"' + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, text) + '"'
+
+
+def _dvc_args(path: Path, overrides: list[str]) -> str:
+    """``overrides`` (``key=YAML value``) as ``-S`` arguments of ``dvc exp run``, shell-quoted, checked by
+    applying them with DVC's own code to a copy of ``path``: it must come out as the params loader reads
+    them (DVC takes Hydra's grammar, not YAML, and adds a key absent from the file only as ``++key``)."""
+    import shlex
+    import shutil
+    import tempfile
+
+    import yaml
+    from dvc.utils.hydra import apply_overrides as dvc_apply
+
+    from lead.config import apply_overrides, parse_params
+    from lead.io.tracking import flatten
+
+    text = path.read_text(encoding="utf-8")
+    data = yaml.safe_load(text) or {}
+    expected = apply_overrides(yaml.safe_load(text) or {}, overrides)
+    args = []
+    for item in overrides:
+        key, _, raw = item.partition("=")
+        prefix = "++" if _lookup(data, key) is _MISSING else ""
+        args.append(f"{prefix}{key}={_hydra_value(yaml.safe_load(raw))}")
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "params.yaml"
+        shutil.copyfile(path, copy)
+        try:
+            dvc_apply(copy, args)
+        except Exception as exc:  # DVC's InvalidArgumentError (Hydra's parse error as its cause), OmegaConf's
+            cause = f" ({exc.__cause__})" if exc.__cause__ else ""
+            raise ParamsError(f"dvc exp run would refuse these -S arguments: {exc}{cause}") from None
+        # As the stages read it: DVC writes 1e-06 where YAML 1.1 reads a string, which a float key accepts.
+        got = parse_params(yaml.safe_load(copy.read_text(encoding="utf-8")), "dvc exp run -S")
+    want = parse_params(expected, str(path)).model_dump(mode="json")
+    wrong = [
+        key for key, value in flatten(got.model_dump(mode="json")).items() if _lookup(want, key) != value
+    ]
+    if wrong:
+        raise ParamsError(
+            f"dvc exp run -S would set {', '.join(wrong)} otherwise than these overrides do (Hydra's grammar "
+            f"reads the value another way): copy them into {path} instead"
+        )
+    # DVC sets params.yaml unless an argument names another file (FILE:key=value).
+    file = "" if path.resolve() == DEFAULT_PARAMS.resolve() else f"{path}:"
+    return " ".join(f"-S {shlex.quote(file + arg)}" for arg in args)
 
 
 @app.command()
@@ -295,27 +402,17 @@ def train_stage2(
 
 
 def _recipe_overrides(recipe: Path | None) -> list[str]:
-    """A recipe file (a YAML fragment of params sections) as ``key=value`` overrides, applied before --set."""
-    import json
-
-    import yaml
-
-    from lead.io.tracking import flatten
+    """A recipe file as ``key=value`` overrides, applied before --set (:func:`lead.config.recipe_overrides`);
+    a bad recipe exits 2 with its message."""
+    from lead.config import recipe_overrides
 
     if recipe is None:
         return []
     try:
-        data = yaml.safe_load(recipe.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        console.print(f"[bold red]error:[/] recipe {recipe}: {exc}", highlight=False)
+        return recipe_overrides(recipe)
+    except ParamsError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    if not isinstance(data, dict):
-        console.print(
-            f"[bold red]error:[/] recipe {recipe}: expected a mapping of params sections", highlight=False
-        )
-        raise typer.Exit(2)
-    # JSON is valid YAML: every value comes back exactly as written (lists, null, quoted strings).
-    return [f"{key}={json.dumps(value)}" for key, value in flatten(data).items()]
 
 
 @app.command()

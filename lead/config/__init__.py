@@ -5,7 +5,8 @@
 * :mod:`lead.config.schema` -- the sections as pydantic models: types, ranges, choices, cross-field rules and
   every key's description; pure (no file is read);
 * :mod:`lead.config.load` -- reading the file, ``-S key=value`` overrides and nested merges (one mechanism,
-  :func:`set_path`), and the one :class:`ParamsError` message naming each bad key, its value and the rule;
+  :func:`set_path`), recipes as overrides (:func:`recipe_overrides`), and the one :class:`ParamsError`
+  message naming each bad key, its value and the rule;
 * :mod:`lead.config.explain` -- what a key means (``lead params --explain KEY``) and the JSON Schema that
   editors validate ``params.yaml`` with (``lead params --schema FILE``, committed as ``params.schema.json``).
 
@@ -21,6 +22,7 @@ from lead.config.load import (
     load_params,
     merge,
     parse_params,
+    recipe_overrides,
     set_path,
 )
 from lead.config.schema import (
@@ -82,6 +84,7 @@ __all__ = [
     "load_params",
     "merge",
     "parse_params",
+    "recipe_overrides",
     "section_type",
     "set_path",
     "yaml_fields",

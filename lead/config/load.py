@@ -3,7 +3,9 @@
 Bad input stops before any work with one :class:`ParamsError` whose message names each bad key, its value
 and what is allowed (:mod:`lead.config.schema` declares what is allowed). Setting nested keys has one
 mechanism, :func:`set_path`: ``-S key=value`` overrides (:func:`apply_overrides`) and nested merges
-(:func:`merge`, used by the tests' reduced configs) both go through it.
+(:func:`merge`, used by the tests' reduced configs) both go through it. A recipe (``--recipe FILE``, a YAML
+fragment of params sections) becomes such overrides in one place, :func:`recipe_overrides`, for every entry
+point: the ``lead`` command and ``python -m lead.stages.<stage>``.
 """
 
 from __future__ import annotations
@@ -133,6 +135,51 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         except ParamsError as exc:
             raise ParamsError(f"override {item!r}: {exc}") from None
     return data
+
+
+def recipe_overrides(path: str | os.PathLike[str]) -> list[str]:
+    """A recipe file -- a YAML fragment of params sections -- as ``key=value`` overrides, one per leaf value.
+
+    ``{"train": {"batch_size": 256, "lora": {"r": 8}}}`` becomes ``["train.batch_size=256",
+    "train.lora.r=8"]``: sections merge key by key into params.yaml (what is not named stays), other values
+    (lists included) replace. Values are written as YAML that :func:`apply_overrides` reads back exactly as
+    the recipe wrote them (floats, lists, null, quoted strings). Callers apply them before any ``-S``.
+    A missing or unreadable file, bad YAML, a top level that is not a mapping, or an unknown section is a
+    :class:`ParamsError` naming the recipe; keys inside sections are validated with the params.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ParamsError(f"recipe {path}: no such file (the shipped ones are in recipes/)") from None
+    except OSError as exc:
+        raise ParamsError(f"recipe {path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"recipe {path}: not valid YAML: {exc}") from None
+    if data is None:  # an empty file (or only comments) changes nothing
+        return []
+    if not isinstance(data, dict):
+        raise ParamsError(
+            f"recipe {path}: expected a mapping of params sections (e.g. train:, evaluate:), "
+            f"got {type(data).__name__}"
+        )
+    sections = list(yaml_fields(Params))
+    for name in data:
+        if name not in sections:
+            raise ParamsError(
+                f"recipe {path}: unknown section '{name}'{did_you_mean(str(name), sections)}; "
+                f"sections: {', '.join(sections)}"
+            )
+    return [f"{'.'.join(parts)}={_as_yaml(value)}" for parts, value in _leaves(data)]
+
+
+def _as_yaml(value: Any) -> str:
+    """``value`` as YAML text that :func:`yaml.safe_load` reads back as the same value (one flow-style node;
+    JSON would not do: ``1e-06`` is a string in YAML 1.1, a float only as ``1.0e-06``)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=2**31, allow_unicode=True)
+    return text.removesuffix("\n...\n").removesuffix("\n")  # a scalar's end-of-document marker
 
 
 def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS, overrides: list[str] | None = None) -> Params:

@@ -616,6 +616,15 @@ class TrainParams(Section):
         description="completions per optimizer step, a multiple of G (batch_size / G prompts), split over "
         "the processes",
     )
+    micro_batch_tokens: int | None = Field(
+        None,
+        ge=1,
+        le=100_000_000,
+        description="tokens a device runs in one forward/backward: max(1, this // (curate.max_prompt_tokens + "
+        "max_completion_length)) completions at a time (rounded down to divide its share of batch_size), "
+        "gradients accumulated over the share: the same completions per optimizer step, one generation each; "
+        "validation batches too (in whole groups); null = the whole share at once",
+    )
     max_steps: int = Field(
         100, ge=1, le=10_000_000, description="optimizer steps, one freshly sampled batch each (on-policy)"
     )
@@ -669,6 +678,12 @@ class TrainParams(Section):
     )
     trust_remote_code: bool = Field(
         False, description="let transformers run the model repository's own code when loading it"
+    )
+    grpo_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="other fields of TRL's GRPOConfig (trl.GRPOConfig), passed to it as given, e.g. "
+        "{logging_first_step: true}; a name that is not a GRPOConfig field, or one the pipeline sets from these "
+        "params (learning_rate: use train.learning_rate, ...), is refused before any work",
     )
 
     @model_validator(mode="after")

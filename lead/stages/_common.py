@@ -5,11 +5,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lead.config import DEFAULT_PARAMS, Params, ParamsError, load_params
+from lead.config import DEFAULT_PARAMS, Params, ParamsError, load_params, recipe_overrides
+from lead.core.difficulty import Inclusive, band_rule, in_band
+
+
+class StageError(RuntimeError):
+    """A stage cannot produce a useful result from what it was given or found (an empty training pool, ...).
+
+    The message says what happened, with the real numbers, and the knob to change; :func:`stage_main` prints
+    it without a traceback and exits 1. Raised before the stage publishes its manifest, so the next stage
+    refuses the unfinished outputs instead of reading them."""
 
 
 def manifest_path(params: Params, stage: str) -> Path:
@@ -42,13 +51,22 @@ def published_model(params: Params, stage: str) -> tuple[Path, str]:
 
 
 def stage_main(name: str, run: Callable[[Params], Any], argv: list[str] | None = None) -> None:
-    """Parse ``--params`` and ``-S key=value`` overrides, validate, then ``run``; bad params exit 2."""
+    """Parse ``--params``, ``--recipe FILE`` and ``-S key=value`` overrides (the recipe's first), validate,
+    then ``run``. Bad params exit 2 -- also when ``run`` finds them (a check that needs a library the params
+    loader does not import) --, a :class:`StageError` exits 1; both print their message without a traceback."""
     parser = argparse.ArgumentParser(prog=f"python -m lead.stages.{name}", description=run.__doc__)
     parser.add_argument("--params", default=str(DEFAULT_PARAMS), help="params file (default: params.yaml)")
+    parser.add_argument(
+        "--recipe",
+        metavar="FILE",
+        help="a recipe (params sections, e.g. recipes/grpo-lead-7b.yaml) applied on top of --params, before -S",
+    )
     parser.add_argument("-S", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     try:
-        params = load_params(args.params, args.overrides)
+        recipe = recipe_overrides(args.recipe) if args.recipe else []
+        params = load_params(args.params, [*recipe, *args.overrides])
+        run(params)
     except ParamsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         if os.environ.get("DVC_STAGE"):  # dvc repro removed this stage's outputs before running it
@@ -58,4 +76,99 @@ def stage_main(name: str, run: Callable[[Params], Any], argv: list[str] | None =
                 file=sys.stderr,
             )
         raise SystemExit(2) from None
-    run(params)
+    except StageError as exc:
+        print(f"error: {name}: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _closing(inclusive: str | None, end: str) -> str:
+    """The ``calibrate.keep_inclusive`` value that closes ``end`` (``left``/``right``) of the band too."""
+    if inclusive is None:  # band unknown
+        return f"{end} or both"
+    closed = {"left", "right"} if inclusive == "both" else {inclusive} - {"neither"}
+    return "both" if closed | {end} == {"left", "right"} else end
+
+
+def empty_pool_message(
+    correct: Sequence[int],
+    samples: int,
+    params: Params,
+    band: tuple[float, float, Inclusive] | None = None,
+) -> str:
+    """Why stage-1 calibration kept none of its problems, with its numbers, and the knobs for that reason.
+
+    ``correct`` = each problem's correct completions out of ``samples`` (k), so p = c / k; ``band`` = the
+    keep band ``(low, high, inclusive)`` of :func:`lead.core.difficulty.in_band` where the caller knows it (the
+    calibrate stage), None where it does not (the train stage reads the calibrated pool, not ``calibrate.*``):
+    then a problem is too hard when p = 0 and too easy when p = 1. With nothing kept, either
+
+    * every problem is too hard (p at or below the band's low end; "none solved" when p = 0 for all): a
+      stronger model, easier problems, or a band that reaches lower (``calibrate.min_pass_rate``,
+      ``calibrate.keep_inclusive`` closing the low end);
+    * every problem is too easy ("all solved" when p = 1 for all): harder problems, or a band that reaches
+      higher (``calibrate.max_pass_rate``, ``keep_inclusive`` closing the high end: all-correct groups still
+      carry the length reward's signal);
+    * or some of each, none inside: more samples per problem (p moves in steps of 1/k) or a wider band.
+    """
+    n, total, solved = len(correct), len(correct) * samples, sum(correct)
+    rule = f" ({band_rule(*band)})" if band else ""
+    head = f"calibrate kept 0 of {n} problems{rule}"
+    if not n:
+        return f"{head}: the curated pool is empty; check curate.sources and {params.paths.reports}/curate"
+    rates = [c / samples for c in correct]
+    model = "the warm start" if params.warmstart.enabled else f"model.base ({params.model.base})"
+    low, high, inclusive = band if band else (0.0, 1.0, None)
+    if band:
+        # Too hard = not above the band's low end; with nothing kept, the rest is at or above its high end.
+        hard = [p for p in rates if not in_band(p, low, 1.0, _closing(inclusive, "right"))]
+        easy = [p for p in rates if p not in hard]
+    else:  # the band unknown: too hard = never solved, too easy = always solved
+        hard, easy = [p for p in rates if p == 0], [p for p in rates if p == 1]
+    if len(hard) == n:
+        why = (
+            f"{model} solved 0 of {total} samples"
+            if solved == 0
+            else f"every pass rate is at most {max(hard):g}, none above calibrate.min_pass_rate = {low:g}"
+        )
+        stronger = (
+            "a stronger warm start (warmstart.epochs, warmstart.examples)"
+            if params.warmstart.enabled
+            else "a stronger model.base (or warmstart.enabled: true)"
+        )
+        knobs = [stronger, "easier problems (curate.sources)"]
+        if low > 0:
+            knobs.append("a lower calibrate.min_pass_rate")
+        if low in hard and _closing(inclusive, "left") != inclusive:
+            knobs.append(f"calibrate.keep_inclusive: {_closing(inclusive, 'left')} (keeps p = {low:g})")
+    elif len(easy) == n:
+        why = (
+            f"{model} solved all {total} samples"
+            if solved == total
+            else f"every pass rate is at least {min(easy):g}, none below calibrate.max_pass_rate = {high:g}"
+        )
+        knobs = ["harder problems (curate.sources)"]
+        if high < 1:
+            knobs.append("a higher calibrate.max_pass_rate")
+        if high in easy and _closing(inclusive, "right") != inclusive:
+            knobs.append(
+                f"calibrate.keep_inclusive: {_closing(inclusive, 'right')} (keeps p = {high:g}; all-correct "
+                "groups still carry the length reward's signal)"
+            )
+    else:
+        where = (
+            f"{len(hard)} at or below the band (p <= {max(hard):g}) and {len(easy)} at or above it "
+            f"(p >= {min(easy):g})"
+            if band
+            else f"{len(hard)} never solved, {len(easy)} always solved, {n - len(hard) - len(easy)} others"
+        )
+        why = f"{where}, none inside the band"
+        knobs = [
+            f"more samples per problem (calibrate.samples = {samples}: p moves in steps of 1/{samples})",
+            "a wider band (calibrate.min_pass_rate, calibrate.max_pass_rate, calibrate.keep_inclusive)",
+        ]
+    return f"{head}: {why}; use {_either(knobs)}"
+
+
+def _either(options: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"

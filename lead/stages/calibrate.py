@@ -373,6 +373,15 @@ def calibrate_pool(
         + "".join(f"{p:g},{n},{int(k)}\n" for (p, n), k in zip(histogram, kept_at, strict=True)),
     )
     _plot_histogram(reports / "pass_rate_histogram.png", histogram, kept_at, summary)
+    if target.stage == "calibrate" and not kept:
+        # Stage 1's pool is all train gets: stop here, where the reason is known, with the reports written
+        # (the histogram shows it) and nothing published. Stage 2 keeps p = 0, and only train_stage2 knows the
+        # dev split it takes out, so an empty stage-2 pool is train_stage2's to report (it names its knob).
+        from lead.stages._common import StageError, empty_pool_message
+
+        band = (target.low, target.high, target.inclusive)
+        why = empty_pool_message([r.correct for r in records], cfg.samples, params, band)
+        raise StageError(f"{why} (histogram: {reports / 'histogram.csv'})")
     outputs = published_files((target.output, reports))
     publish(manifest, target.stage, outputs, model=cal.fingerprint, settings=cal.settings)
     return summary

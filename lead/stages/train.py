@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lead.config import Params
+from lead.config import Params, ParamsError, did_you_mean
 from lead.core import difficulty
 from lead.io.files import atomic_path, link_tree, write_json
 from lead.io.fingerprint import (
@@ -43,7 +43,7 @@ from lead.io.fingerprint import (
     value_fingerprint,
     verify,
 )
-from lead.stages._common import manifest_path, stage_main
+from lead.stages._common import StageError, empty_pool_message, manifest_path, stage_main
 
 DEV_METRIC = "eval_lead/share_correct"  # Pass@1 on the dev split, what checkpoint = best maximises
 RUN_FILE = "lead_run.json"  # in the checkpoint folder: the run's identity, MLflow run id and state
@@ -75,7 +75,9 @@ def pool_source(params: Params) -> tuple[str, Path]:
 def training_rows(params: Params, start_fingerprint: str | None = None) -> list[dict[str, Any]]:
     """The RL pool: calibrated rows marked ``keep`` when calibration ran, else the curated training set,
     checked against the manifest its stage published (never a file of an unfinished run) and, given the
-    start model's fingerprint, refused when calibration measured another model (a newer warm start)."""
+    start model's fingerprint, refused when calibration measured another model (a newer warm start). An
+    empty pool is a :class:`StageError` saying why and which knob to change."""
+    import pyarrow.parquet as pq
     from datasets import Dataset
 
     stage, path = pool_source(params)
@@ -88,13 +90,19 @@ def training_rows(params: Params, start_fingerprint: str | None = None) -> list[
             f"{path}: pass rates of another model ({measured}) than the one training starts from "
             f"({start_fingerprint}): run the calibrate stage again"
         )
-    rows = Dataset.from_parquet(str(path)).to_list()
-    if "keep" in (rows[0] if rows else {}):
-        rows = [r for r in rows if r["keep"]]
+    # datasets cannot read a parquet file without rows (curate writes one when nothing passes its filters).
+    pool = Dataset.from_parquet(str(path)).to_list() if pq.read_metadata(path).num_rows else []
+    rows = [r for r in pool if r["keep"]] if "keep" in (pool[0] if pool else {}) else pool
     if not rows:
-        raise ValueError(
-            f"{path}: no problems left to train on (check calibrate.min_pass_rate/max_pass_rate)"
-        )
+        if stage == "curate":
+            raise StageError(
+                f"{path}: the curated pool is empty, nothing to train on; check curate.sources and the "
+                f"curation report ({params.paths.reports / 'curate'})"
+            )
+        # calibrate now stops before publishing an empty pool; this one was published without that check.
+        samples = pool[0]["k"] if pool else 0
+        why = empty_pool_message([r["correct"] for r in pool], samples, params)
+        raise StageError(f"{path}: nothing to train on: {why}; then run the calibrate stage again")
     return as_prompts(rows, params.model.prompt_suffix)
 
 
@@ -131,26 +139,57 @@ def last_complete_checkpoint(folder: Path) -> Path | None:
 CHAT_TEMPLATE_TOKENS = 64
 
 
+def world_size() -> int:
+    """The processes of this launch (``accelerate launch`` sets ``WORLD_SIZE``; 1 without it)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def grpo_config(params: Params, output_dir: Path, *, context: int | None = None):
-    """TRL ``GRPOConfig`` from ``params.train`` with the preset applied (fully on-policy, constant lr).
+    """TRL ``GRPOConfig`` from ``params.train`` with the preset applied (fully on-policy, constant lr), for
+    the :func:`world_size` processes of this launch (:func:`grpo_config_kwargs`). ``train.grpo_config``
+    keys that are not GRPOConfig's fields, or values GRPOConfig refuses, are a :class:`ParamsError`.
 
     ``context`` = the model's context window (vLLM refuses a longer ``vllm_max_model_length``), None = unknown.
     """
     import torch
     from trl import GRPOConfig
 
+    kwargs = grpo_config_kwargs(
+        params, output_dir, world=world_size(), cuda=torch.cuda.is_available(), context=context
+    )
+    extra = params.train.grpo_config
+    if not extra:
+        return GRPOConfig(**kwargs)
+    check_grpo_fields(extra)
+    try:
+        return GRPOConfig(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ParamsError(
+            f"train.grpo_config = {extra}: TRL's GRPOConfig refuses these settings: {exc}"
+        ) from None
+
+
+def grpo_config_kwargs(
+    params: Params, output_dir: Path, *, world: int, cuda: bool, context: int | None = None
+) -> dict[str, Any]:
+    """The keyword arguments of :func:`grpo_config` for ``world`` processes, with or without CUDA: the
+    pipeline's own (:data:`PIPELINE_KEYS` says which params key sets each), then ``train.grpo_config``.
+    Pure (no torch or TRL import), so the settings of a launch can be checked anywhere."""
+    from lead.training.batching import micro_batching
     from lead.training.presets import resolve
 
     t = params.train
     r = resolve(t)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    cuda = torch.cuda.is_available()
     longest = params.curate.max_prompt_tokens + CHAT_TEMPLATE_TOKENS + t.max_completion_length
-    return GRPOConfig(
+    # The token budget counts the bounds params state (prompt + completion), not the chat template's allowance.
+    sequence = params.curate.max_prompt_tokens + t.max_completion_length
+    batch = micro_batching(t.batch_size, t.num_generations, world, sequence, t.micro_batch_tokens)
+    own = dict(
         output_dir=str(output_dir),
-        per_device_train_batch_size=t.batch_size // world,
-        gradient_accumulation_steps=1,
-        steps_per_generation=1,  # one optimizer step per rollout batch, as in the paper
+        per_device_train_batch_size=batch.per_device,
+        gradient_accumulation_steps=batch.accumulation,
+        # One generation per optimizer step (on-policy, as in the paper), split into its micro-batches.
+        steps_per_generation=batch.accumulation,
         num_iterations=1,
         num_generations=t.num_generations,
         max_completion_length=t.max_completion_length,
@@ -177,7 +216,7 @@ def grpo_config(params: Params, output_dir: Path, *, context: int | None = None)
         # (Pass@1 at the training temperature) and eval_lead/length_mean.
         eval_strategy="steps" if t.dev_problems else "no",
         eval_steps=t.eval_steps,
-        per_device_eval_batch_size=t.batch_size // world,
+        per_device_eval_batch_size=batch.eval_per_device,
         load_best_model_at_end=t.checkpoint == "best",
         metric_for_best_model=DEV_METRIC if t.checkpoint == "best" else None,
         greater_is_better=True,
@@ -195,10 +234,119 @@ def grpo_config(params: Params, output_dir: Path, *, context: int | None = None)
         # Without it vLLM sizes its context to the model's (131k tokens for R1-Distill-Qwen) and must hold one
         # such sequence in its KV cache; curate bounds prompts, so the longest sequence is known.
         vllm_max_model_length=min(longest, context) if context else longest,
-        model_init_kwargs={"trust_remote_code": t.trust_remote_code},
+        # TRL's own field: the policy's loading (model_init_kwargs default to it) and vLLM's engine both read it.
+        trust_remote_code=t.trust_remote_code,
         seed=t.seed,
         data_seed=t.seed,
     )
+    clash = [key for key in t.grpo_config if key in own]
+    if clash:
+        raise ParamsError(
+            "\n".join(f"train.grpo_config.{key}: set by the pipeline; {_instead(key)}" for key in clash)
+        )
+    return {**own, **t.grpo_config}
+
+
+# Where each GRPOConfig argument of grpo_config_kwargs comes from: what to set instead of train.grpo_config.<key>.
+PIPELINE_KEYS = {
+    "output_dir": "fixed: the stage's checkpoint folder under paths.models",
+    "per_device_train_batch_size": "train.batch_size and train.micro_batch_tokens",
+    "gradient_accumulation_steps": "train.batch_size and train.micro_batch_tokens",
+    "steps_per_generation": "fixed: one generation per optimizer step, split by train.micro_batch_tokens",
+    "num_iterations": "fixed: 1, one update per generation (on-policy, as in the paper)",
+    "num_generations": "train.num_generations",
+    "max_completion_length": "train.max_completion_length",
+    "temperature": "train.temperature",
+    "top_p": "train.top_p",
+    "top_k": "fixed: 0, rollouts sample the whole distribution (train.top_p narrows it)",
+    "learning_rate": "train.learning_rate",
+    "lr_scheduler_type": "fixed: constant, as in the paper",
+    "weight_decay": "train.weight_decay",
+    "max_grad_norm": "train.max_grad_norm",
+    "loss_type": "train.loss_type",
+    "epsilon": "train.epsilon",
+    "epsilon_high": "train.epsilon_high",
+    "beta": "train.beta",
+    "entropy_coef": "train.entropy_coef",
+    "mask_truncated_completions": "train.truncation (mask)",
+    "vllm_importance_sampling_correction": "train.vllm_importance_sampling_correction",
+    "max_steps": "train.max_steps",
+    "save_strategy": "train.save_steps",
+    "save_steps": "train.save_steps",
+    "save_total_limit": "fixed: 2, the last checkpoints (and the best one when train.checkpoint is best)",
+    "logging_steps": "train.logging_steps",
+    "eval_strategy": "train.dev_problems and train.eval_steps",
+    "eval_steps": "train.eval_steps",
+    "per_device_eval_batch_size": "train.batch_size and train.micro_batch_tokens",
+    "load_best_model_at_end": "train.checkpoint",
+    "metric_for_best_model": "train.checkpoint",
+    "greater_is_better": "train.checkpoint",
+    "report_to": "fixed: the stage's MLflow run (tracking.uri, tracking.experiment)",
+    "disable_tqdm": "fixed: the stage draws its own progress bar",
+    "use_cpu": "fixed: CUDA when there is one",
+    "bf16": "train.bf16",
+    "gradient_checkpointing": "train.gradient_checkpointing",
+    "use_vllm": "train.use_vllm",
+    "vllm_mode": "train.vllm_mode",
+    "vllm_gpu_memory_utilization": "train.vllm_gpu_memory_utilization",
+    "vllm_tensor_parallel_size": "train.vllm_tensor_parallel_size",
+    "vllm_enable_sleep_mode": "train.vllm_enable_sleep_mode",
+    "vllm_server_base_url": "train.vllm_server_base_url",
+    "vllm_max_model_length": "curate.max_prompt_tokens and train.max_completion_length",
+    "trust_remote_code": "train.trust_remote_code",
+    "seed": "train.seed",
+    "data_seed": "train.seed",
+}
+
+
+def _instead(key: str) -> str:
+    """What to do instead of setting the pipeline's own GRPOConfig argument ``key`` (:data:`PIPELINE_KEYS`)."""
+    source = PIPELINE_KEYS[key]
+    return f"it is {source}" if source.startswith("fixed: ") else f"use {source} instead"
+
+
+def check_grpo_fields(extra: dict[str, Any]) -> None:
+    """Refuse ``train.grpo_config`` keys that are not fields of TRL's ``GRPOConfig``: a :class:`ParamsError`
+    listing the fields it may set (GRPOConfig's, less the pipeline's own). Imports TRL only for a non-empty
+    ``extra``, which is why the params loader (no TRL) leaves this to the train stage and ``lead params``."""
+    if not extra:
+        return
+    import dataclasses
+    import difflib
+
+    from trl import GRPOConfig
+
+    names = sorted(f.name for f in dataclasses.fields(GRPOConfig) if f.init)
+    free = [name for name in names if name not in PIPELINE_KEYS]
+    problems = []
+    for key in extra:
+        if key in names:
+            continue
+        close = difflib.get_close_matches(key, names, n=1)
+        if close and close[0] in PIPELINE_KEYS:  # a typo of a key the pipeline sets: say where it is set
+            hint = f" (did you mean '{close[0]}'? set by the pipeline; {_instead(close[0])})"
+        else:
+            hint = did_you_mean(key, free)
+        problems.append(f"train.grpo_config.{key}: not a field of TRL's GRPOConfig{hint}")
+    if problems:
+        raise ParamsError(
+            "\n".join([*problems, f"the GRPOConfig fields train.grpo_config may set: {', '.join(free)}"])
+        )
+
+
+def check_train_settings(params: Params) -> None:
+    """Build the GRPOConfig of stage 1 and, when it runs, of curriculum stage 2 as :func:`grpo_config` will, so
+    that every train setting that only TRL or the launch can judge fails before any work: the batch split over
+    :func:`world_size` processes, ``train.grpo_config`` (names and values; TRL is imported only for a non-empty
+    one). The train stage's first lines and ``lead params`` call it."""
+    runs = [params]
+    if params.train.stage2.enabled:
+        runs.append(params.model_copy(update={"train": params.train.stage2_train()}))
+    for p in runs:
+        if p.train.grpo_config:
+            grpo_config(p, checkpoint_dir(p))
+        else:
+            grpo_config_kwargs(p, checkpoint_dir(p), world=world_size(), cuda=False)
 
 
 def lora_config(lora):
@@ -458,6 +606,7 @@ def run(params: Params, *, output: Path | None = None) -> dict[str, Any]:
     """Train with GRPO-LEAD from the warm-started model and save the final model to ``<paths.models>/train``
     (or ``output``, with its checkpoints beside it in ``<output>_checkpoints``: how `lead ablation` trains
     several variants from one workspace). Curriculum stage 2 is the next DVC stage (``train_stage2``)."""
+    check_train_settings(params)  # before any work: the settings only TRL or the launch can judge
     final = output or model_dir(params)
     ckpt = final.with_name(f"{final.name}_checkpoints") if output else checkpoint_dir(params)
     state = _distributed_state()

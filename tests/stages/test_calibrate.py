@@ -13,9 +13,10 @@ import lead.io.sampling
 from lead.config import Params
 from lead.core.proxy import generate_problems
 from lead.io.calibration_cache import CalibrationCache
-from lead.io.fingerprint import StaleOutputError
+from lead.io.fingerprint import StaleOutputError, verify
 from lead.io.sampling import Completion
 from lead.stages import calibrate
+from lead.stages._common import StageError, manifest_path
 from lead.stages.curate import proxy_records
 from tests.conftest import write_pool
 
@@ -135,13 +136,14 @@ def _out(params: Params) -> pd.DataFrame:
 def test_run_writes_the_calibrated_pool_reports_and_an_mlflow_run(params: Params, counter):
     from mlflow.tracking import MlflowClient
 
+    params.calibrate.keep_inclusive = "left"  # 0 <= p < 1: the untrained model solves (next to) nothing
     summary = calibrate.run(params)
     out = _out(params)
     pool = pd.read_parquet(params.paths.curated / "train.parquet")
     assert list(out.columns) == [*pool.columns, *calibrate.RECORD_COLUMNS, "band", "keep"]
     assert out["id"].tolist() == pool["id"].tolist()
     assert (out["k"] == 2).all() and (out["pass_rate"] == out["correct"] / 2).all()
-    assert out["keep"].tolist() == [0 < p < 1 for p in out["pass_rate"]]
+    assert out["keep"].tolist() == [0 <= p < 1 for p in out["pass_rate"]]
     assert (out["mean_length"] >= 1).all() and (out["mean_length"] <= 8).all()
     assert (out["wilson_low"] <= out["pass_rate"]).all() and (out["pass_rate"] <= out["wilson_high"]).all()
     assert (
@@ -155,7 +157,7 @@ def test_run_writes_the_calibrated_pool_reports_and_an_mlflow_run(params: Params
     assert summary["grader"]["total"] == 80 and summary["chunks"] == 3
     histogram = pd.read_csv(reports / "histogram.csv")
     assert histogram["pass_rate"].tolist() == [0.0, 0.5, 1.0] and histogram["problems"].sum() == 40
-    assert histogram["kept"].tolist() == [0, 1, 0]
+    assert histogram["kept"].tolist() == [1, 1, 0]
     assert (reports / "pass_rate_histogram.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     client = MlflowClient(params.tracking.uri)
@@ -255,10 +257,15 @@ def test_pass_rates_are_measured_with_the_rewards_extraction_rule(params: Params
         lambda *a, **k: Unboxed(pd.read_parquet(params.paths.curated / "train.parquet")),
     )
     assert params.train.preset == "paper" and params.train.extraction is None
-    boxed = calibrate.calibrate_pool(params)
+    summary = params.paths.reports / "calibrate" / "summary.json"
+    with pytest.raises(StageError, match="solved 0 of 80 samples"):  # an empty pool stops the stage
+        calibrate.calibrate_pool(params)
+    boxed = json.loads(summary.read_text())
     assert boxed["extraction"] == "boxed" and boxed["grader"]["correct"] == 0 and boxed["kept"] == 0
     params.train.extraction = "any"
-    anywhere = calibrate.calibrate_pool(params)
+    with pytest.raises(StageError, match="solved all 80 samples"):
+        calibrate.calibrate_pool(params)
+    anywhere = json.loads(summary.read_text())
     assert anywhere["extraction"] == "any" and anywhere["sampled_problems"] == 40
     assert anywhere["grader"]["correct"] == 80 and anywhere["settings"] != boxed["settings"]
     # The rule is the one the trainer resolves, for every preset and explicit value.
@@ -269,6 +276,78 @@ def test_pass_rates_are_measured_with_the_rewards_extraction_rule(params: Params
             params.train.preset, params.train.extraction = preset, extraction
             expected = resolve(params.train).lead.extraction
             assert calibrate.reward_extraction(preset, extraction) == expected
+
+
+class Solves(ScriptedSampler):
+    """Every problem gets ``correct`` right answers out of k (0: none solved, k: all solved)."""
+
+    correct = 0
+
+    def sample(self, prompts, spec, progress=None):
+        c = min(self.correct, spec.n)
+        answers = [next(a for p, a in self.answers.items() if p in prompt) for prompt in prompts]
+        texts = [[f"\\boxed{{{a if i < c else int(a) + 1}}}" for i in range(spec.n)] for a in answers]
+        return [[Completion(text=t, num_tokens=10, finished=True) for t in group] for group in texts]
+
+
+@pytest.mark.parametrize(
+    ("correct", "why", "knobs", "fix"),
+    [
+        (
+            0,
+            "the warm start solved 0 of 80 samples",
+            "use a stronger warm start (warmstart.epochs, warmstart.examples), easier problems (curate.sources) "
+            "or calibrate.keep_inclusive: left (keeps p = 0)",
+            {"keep_inclusive": "left"},
+        ),
+        (
+            2,
+            "the warm start solved all 80 samples",
+            "use harder problems (curate.sources) or calibrate.keep_inclusive: right (keeps p = 1; all-correct "
+            "groups still carry the length reward's signal)",
+            {"keep_inclusive": "right"},
+        ),
+    ],
+    ids=["none-solved", "all-solved"],
+)
+def test_an_empty_pool_stops_calibrate_after_its_reports_and_names_the_knob(
+    params: Params, monkeypatch, capsys, tmp_path, correct, why, knobs, fix
+):
+    import yaml
+
+    def make(*args, **kwargs):
+        sampler = Solves(pd.read_parquet(params.paths.curated / "train.parquet"))
+        sampler.correct = correct
+        return sampler
+
+    monkeypatch.setattr(lead.io.sampling, "make_sampler", make)
+    reports = params.paths.reports / "calibrate"
+    expected = (
+        f"calibrate kept 0 of 40 problems (0 < pass_rate < 1): {why}; {knobs} "
+        f"(histogram: {reports / 'histogram.csv'})"
+    )
+    with pytest.raises(StageError) as err:
+        calibrate.calibrate_pool(params)
+    assert str(err.value) == expected
+    # The reports are there to look at; the pool is not published, so train refuses it.
+    assert json.loads((reports / "summary.json").read_text())["kept"] == 0
+    problems = pd.read_csv(reports / "histogram.csv")["problems"].tolist()  # p = 0, 1/2, 1
+    assert problems == ([40, 0, 0] if correct == 0 else [0, 0, 40])
+    with pytest.raises(StaleOutputError):
+        verify(manifest_path(params, "calibrate"), "calibrate")
+    # As `python -m lead.stages.calibrate` (what dvc repro runs): the message, exit 1, no traceback.
+    file = tmp_path / "params.yaml"
+    file.write_text(yaml.safe_dump(params.model_dump(mode="json", by_alias=True)))
+    with pytest.raises(SystemExit) as exit_:
+        calibrate.main(["--params", str(file)])
+    assert exit_.value.code == 1
+    stderr = capsys.readouterr().err
+    assert stderr.splitlines()[-1] == f"error: calibrate: {expected}" and "Traceback" not in stderr
+    # The knob named is the one that works.
+    for key, value in fix.items():
+        setattr(params.calibrate, key, value)
+    assert calibrate.calibrate_pool(params)["kept"] == 40
+    verify(manifest_path(params, "calibrate"), "calibrate")
 
 
 def test_changing_the_model_invalidates_but_chunk_size_does_not(params: Params, scripted):
@@ -287,6 +366,7 @@ def test_changing_the_model_invalidates_but_chunk_size_does_not(params: Params, 
 
 
 def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: Params, monkeypatch):
+    params.calibrate.keep_inclusive = "left"  # the untrained model solves (next to) nothing: keep p = 0
     reference_params = params.model_copy(deep=True)
     reference_params.paths.curated = params.paths.curated.parent / "reference"
     shutil.copytree(params.paths.curated, reference_params.paths.curated)

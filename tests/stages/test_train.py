@@ -9,6 +9,7 @@ import time
 import mlflow
 import numpy as np
 import pytest
+import torch
 
 from lead.config import TinySpec
 from lead.core.advantages import lead_advantages
@@ -283,3 +284,71 @@ def test_sigkill_then_rerun_resumes_into_the_same_mlflow_run(rl_params, tmp_path
     assert int(summary["resumed_from"].split("-")[1]) >= int(killed_at.name.split("-")[1])
     assert summary["steps"] == 40
     assert summary["mlflow_run_id"] == run_id
+
+
+def test_an_empty_pool_stops_train_with_the_reason_and_its_knob(small_params):
+    """A calibrated pool with nothing kept (calibrate now refuses to publish one; an older run's may be there)
+    and an empty curated pool: a StageError naming the knob, not a traceback about calibrate's band."""
+    import pandas as pd
+
+    from lead.io.fingerprint import publish
+    from lead.stages._common import StageError, manifest_path
+    from tests.conftest import write_pool
+
+    rows = [{"id": str(i), "problem": f"{i} + 1", "answer": str(i + 1)} for i in range(3)]
+    write_pool(small_params, pd.DataFrame(rows))
+    calibrated = small_params.paths.curated / "calibrated.parquet"
+    pd.DataFrame([{**r, "k": 4, "correct": 0, "keep": False} for r in rows]).to_parquet(
+        calibrated, index=False
+    )
+    publish(manifest_path(small_params, "calibrate"), "calibrate", [calibrated])
+    with pytest.raises(StageError) as err:
+        train.training_rows(small_params)
+    assert str(err.value).startswith(
+        f"{calibrated}: nothing to train on: calibrate kept 0 of 3 problems: the warm start solved 0 of 12 "
+        "samples; use a stronger warm start (warmstart.epochs, warmstart.examples), easier problems "
+        "(curate.sources) or calibrate.keep_inclusive: left or both (keeps p = 0)"
+    )
+    calibrated.unlink()
+    write_pool(small_params, pd.DataFrame(columns=["id", "problem", "answer"]))
+    with pytest.raises(
+        StageError, match=r"the curated pool is empty, nothing to train on; check curate\.sources"
+    ):
+        train.training_rows(small_params)
+
+
+def test_micro_batches_train_the_same_step_as_one_batch(rl_params, tmp_path, monkeypatch):
+    """train.micro_batch_tokens changes how a step is computed, not what: 4 micro-batches of 2 completions with
+    accumulated gradients make the update one batch of 8 makes (same seed, so the same generation), and one
+    generation still serves the whole step."""
+    from safetensors.torch import load_file
+
+    monkeypatch.setattr(seam, "classify", lambda texts, *a, **k: [CYCLE[i % 4] for i in range(len(texts))])
+    generated = []
+    original = seam.LEADTrainer._generate_and_score_completions
+
+    def spy(self, inputs):
+        out = original(self, inputs)
+        generated.append((len(out["advantages"]), float(out["advantages"].abs().sum())))
+        return out
+
+    monkeypatch.setattr(seam.LEADTrainer, "_generate_and_score_completions", spy)
+    t = rl_params.train
+    # Plain SGD, so that the update is the gradient itself (Adam's first step would hide a wrongly scaled one);
+    # the entropy bonus is a mean per micro-batch in TRL, so it alone would differ: off.
+    t.max_steps, t.entropy_coef, t.learning_rate, t.weight_decay = 1, 0.0, 1.0, 0.0
+    t.grpo_config = {"optim": "sgd"}
+    train.run(rl_params, output=tmp_path / "one")
+    sequence = rl_params.curate.max_prompt_tokens + t.max_completion_length
+    t.micro_batch_tokens = 2 * sequence
+    args = train.grpo_config_kwargs(rl_params, tmp_path, world=1, cuda=False)
+    assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (2, 4)
+    train.run(rl_params, output=tmp_path / "micro")
+    assert len(generated) == 2 and all(n == 8 and total > 0 for n, total in generated)  # a signal to train on
+    start = load_file(str(train.start_model(rl_params) + "/model.safetensors"))
+    one, micro = (load_file(str(tmp_path / name / "model.safetensors")) for name in ("one", "micro"))
+    update = {k: one[k] - start[k] for k in start}
+    largest = max(float(u.abs().max()) for u in update.values())
+    assert largest > 1e-4
+    for key, value in update.items():
+        torch.testing.assert_close(micro[key] - start[key], value, rtol=1e-3, atol=1e-3 * largest)

@@ -130,3 +130,63 @@ def test_params_schema_accepts_the_shipped_file_and_recipes_and_flags_what_the_l
         assert not errors, f"{path.name}: {errors}"
     bad = {"train": {"max_stps": 3, "batch_size": True}, "evaluate": {"benchmarks": ["aime"]}}
     assert len(list(validator.iter_errors(bad))) == 3
+
+
+def test_params_as_dvc_args_make_dvc_exp_run_set_what_the_recipe_sets(tmp_path):
+    import shlex
+    import shutil
+
+    from dvc.utils.cli_parse import to_path_overrides
+    from dvc.utils.hydra import apply_overrides
+
+    from lead.config import load_params, recipe_overrides
+
+    recipe = ROOT / "recipes/grpo-lead-7b.yaml"
+    copy = tmp_path / "params.yaml"
+    shutil.copyfile(ROOT / "params.yaml", copy)
+    result = runner.invoke(
+        app,
+        [
+            "params",
+            "-p",
+            str(copy),
+            "--recipe",
+            str(recipe),
+            "--as-dvc-args",
+            "-S",
+            "train.grpo_config.logging_first_step=true",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    words = shlex.split(result.output)  # as the shell hands them to `dvc exp run`
+    assert words[::2] == ["-S"] * (len(words) // 2)
+    args = words[1::2]
+    assert f"{copy}:train.micro_batch_tokens=13312" in args  # a key params.yaml has
+    assert f"{copy}:++train.grpo_config.logging_first_step=true" in args  # a new key: Hydra's force-add
+    # What `dvc exp run -S ...` does to the file (DVC's own grouping and Hydra overrides), read as stages do.
+    for path, overrides in to_path_overrides(args).items():
+        apply_overrides(path, overrides)
+    expected = load_params(
+        ROOT / "params.yaml", [*recipe_overrides(recipe), "train.grpo_config.logging_first_step=true"]
+    )
+    assert load_params(copy).model_dump() == expected.model_dump()
+
+
+def test_params_as_dvc_args_refuse_what_dvc_would_read_otherwise_and_need_overrides():
+    # OmegaConf reads ${...} in a value as an interpolation.
+    result = runner.invoke(app, ["params", "-p", PARAMS, "--as-dvc-args", "-S", "model.prompt_suffix='${x}'"])
+    assert result.exit_code == 2 and "dvc exp run would refuse" in result.output
+    assert runner.invoke(app, ["params", "-p", PARAMS, "--as-dvc-args"]).exit_code == 2
+    both = runner.invoke(app, ["params", "-p", PARAMS, "--as-dvc-args", "--check", "-S", "train.seed=1"])
+    assert both.exit_code == 2 and "give one of" in both.output
+
+
+def test_params_takes_a_recipe_and_checks_the_trl_settings_before_make_run_starts_dvc(tmp_path):
+    recipe = ROOT / "recipes/grpo-lead-7b.yaml"
+    result = runner.invoke(app, ["params", "-p", PARAMS, "--recipe", str(recipe)])
+    assert result.exit_code == 0 and "micro_batch_tokens: 13312" in result.output
+    bad = runner.invoke(app, ["params", "-p", PARAMS, "--recipe", str(tmp_path / "nope.yaml"), "--check"])
+    assert bad.exit_code == 2 and "no such file" in bad.output
+    # A GRPOConfig key the pipeline sets: the params key to use instead.
+    clash = runner.invoke(app, ["params", "-p", PARAMS, "--check", "-S", "train.grpo_config.beta=0.1"])
+    assert clash.exit_code == 2 and "use train.beta instead" in clash.output

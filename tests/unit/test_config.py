@@ -11,6 +11,7 @@ from lead.config import (
     apply_overrides,
     load_params,
     merge,
+    recipe_overrides,
     section_type,
     set_path,
     yaml_fields,
@@ -190,3 +191,71 @@ def test_every_params_field_is_described_in_the_schema():
     assert {"train.stage2.max_steps", "curate.sources.weight", "register.model_name"} <= set(fields)
     missing = sorted(key for key, field in fields.items() if not (field.description or "").strip())
     assert not missing, f"add Field(description=...) in lead/config/schema.py for: {', '.join(missing)}"
+
+
+def test_a_recipe_becomes_overrides_that_give_back_exactly_what_it_says(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    suffix = '\nIt\'s "boxed": \\boxed{} — über ${x}'
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"prompt_suffix": suffix},
+                "train": {
+                    "learning_rate": 1.0e-6,
+                    "micro_batch_tokens": 13312,
+                    "vllm_server_base_url": None,
+                    "lora": {"r": 8},
+                    # Any value here goes to TRL as it is: a float must stay a float (1e-08 is a YAML string).
+                    "grpo_config": {"adam_epsilon": 1.0e-8, "optim_args": "a=1, b='x'"},
+                },
+                "evaluate": {"benchmarks": ["aime24", "aime25"]},
+            },
+            allow_unicode=True,
+        )
+    )
+    overrides = recipe_overrides(recipe)
+    assert "train.lora.r=8" in overrides and "train.micro_batch_tokens=13312" in overrides
+    params = load_params(ROOT / "params.yaml", [*overrides, "train.lora.r=4"])  # -S after the recipe wins
+    t = params.train
+    assert params.model.prompt_suffix == suffix and t.learning_rate == 1e-6 and t.micro_batch_tokens == 13312
+    assert t.vllm_server_base_url is None and t.lora.r == 4 and t.lora.alpha == 32  # sections merge
+    assert t.grpo_config == {"adam_epsilon": 1e-8, "optim_args": "a=1, b='x'"}
+    assert isinstance(t.grpo_config["adam_epsilon"], float)
+    assert params.evaluate.benchmarks == ["aime24", "aime25"]
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    assert recipe_overrides(tmp_path / "empty.yaml") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        (None, ["recipe", "missing.yaml: no such file"]),
+        ("train: {max_steps: [1}", ["not valid YAML"]),
+        ("- train\n- evaluate\n", ["expected a mapping of params sections", "got list"]),
+        ("trian: {max_steps: 3}", ["unknown section 'trian'", "did you mean 'train'", "sections: model,"]),
+    ],
+    ids=["missing", "bad-yaml", "not-a-mapping", "unknown-section"],
+)
+def test_a_bad_recipe_is_one_params_error_naming_it(tmp_path, text, fragments):
+    path = tmp_path / "missing.yaml"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(ParamsError) as info:
+        recipe_overrides(path)
+    assert str(info.value).startswith(f"recipe {path}")
+    for fragment in fragments:
+        assert fragment in str(info.value)
+
+
+def test_train_micro_batch_tokens_and_grpo_config_are_shipped_and_validated(tmp_path):
+    shipped = yaml.safe_load((ROOT / "params.yaml").read_text())["train"]
+    assert shipped["micro_batch_tokens"] is None and shipped["grpo_config"] == {}
+    path = tmp_path / "params.yaml"
+    for bad, fragment in [
+        ("micro_batch_tokens: 0", "greater than or equal to 1"),
+        ("micro_batch_tokens: true", "expected a number"),
+        ("grpo_config: [beta]", "valid dictionary"),
+    ]:
+        path.write_text(f"train: {{{bad}}}\n")
+        with pytest.raises(ParamsError, match=f"train.{bad.split(':')[0]}.*{fragment}"):
+            load_params(path)

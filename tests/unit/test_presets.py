@@ -119,3 +119,68 @@ def test_repetition_penalty_scores_loops_anywhere_even_with_e_off(preset):
     # Without the knob a finished loop is graded like any answer (the reference code's rule).
     off = resolve(TrainParams(preset=preset, penalty=False)).lead
     assert classify([loop], ["4"], [False], off) == [Outcome.CORRECT]
+
+
+@pytest.mark.parametrize("recipe", [None, "grpo-lead-7b.yaml"])
+def test_every_grpo_config_argument_the_pipeline_sets_says_which_params_key_sets_it(recipe, tmp_path):
+    from lead.config import load_params, recipe_overrides
+    from lead.stages.train import PIPELINE_KEYS, grpo_config_kwargs
+    from tests.conftest import ROOT
+
+    overrides = recipe_overrides(ROOT / "recipes" / recipe) if recipe else []
+    params = load_params(ROOT / "params.yaml", overrides)
+    assert set(grpo_config_kwargs(params, tmp_path, world=1, cuda=False)) == set(PIPELINE_KEYS)
+
+
+def test_other_grpo_config_fields_pass_through_and_the_pipelines_own_are_refused_with_the_key_to_use(
+    tmp_path,
+):
+    from lead.config import Params, ParamsError
+    from lead.stages.train import check_train_settings, grpo_config
+
+    def params(**grpo):
+        return Params(train=TrainParams(grpo_config=grpo))
+
+    config = grpo_config(params(adam_beta2=0.99, logging_first_step=True), tmp_path)
+    assert config.adam_beta2 == 0.99 and config.logging_first_step is True
+    with pytest.raises(ParamsError) as clash:
+        check_train_settings(params(learning_rate=0.1, top_k=5))
+    assert str(clash.value).splitlines() == [
+        "train.grpo_config.learning_rate: set by the pipeline; use train.learning_rate instead",
+        "train.grpo_config.top_k: set by the pipeline; it is fixed: 0, rollouts sample the whole distribution "
+        "(train.top_p narrows it)",
+    ]
+    with pytest.raises(ParamsError) as unknown:
+        check_train_settings(params(adam_beta3=0.9))
+    first, fields = str(unknown.value).splitlines()
+    assert (
+        first == "train.grpo_config.adam_beta3: not a field of TRL's GRPOConfig (did you mean 'adam_beta2'?)"
+    )
+    assert fields.startswith("the GRPOConfig fields train.grpo_config may set: ") and "adam_beta1" in fields
+    assert "learning_rate" not in fields  # the pipeline's own are not on offer
+    with pytest.raises(
+        ParamsError, match="TRL's GRPOConfig refuses these settings: vllm_importance_sampling_clip"
+    ):
+        check_train_settings(
+            params(vllm_importance_sampling_clip_min=5.0, vllm_importance_sampling_clip_max=1.0)
+        )
+    # Stage 2's settings are checked with stage 1's.
+    stage2 = Params(train=TrainParams(stage2={"enabled": True, "overrides": {"grpo_config": {"beta": 0.1}}}))
+    with pytest.raises(
+        ParamsError, match=r"train\.grpo_config\.beta: set by the pipeline; use train\.beta instead"
+    ):
+        check_train_settings(stage2)
+
+
+def test_the_train_stage_refuses_bad_trl_settings_before_any_work(small_params):
+    from lead.config import ParamsError
+    from lead.stages import train
+
+    small_params.train.grpo_config = {"lerning_rate": 0.1}
+    with pytest.raises(ParamsError) as err:
+        train.run(small_params)
+    assert str(err.value).splitlines()[0] == (
+        "train.grpo_config.lerning_rate: not a field of TRL's GRPOConfig (did you mean 'learning_rate'? set by "
+        "the pipeline; use train.learning_rate instead)"
+    )
+    assert not small_params.paths.models.exists() and not small_params.paths.curated.exists()

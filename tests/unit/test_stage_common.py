@@ -1,0 +1,121 @@
+"""What every stage's main() shares: --recipe before -S, clean exits for bad params and stage errors, and the
+message that says why calibration kept no problem."""
+
+import pytest
+
+from lead.config import Params, ParamsError, WarmstartParams
+from lead.stages._common import StageError, empty_pool_message, stage_main
+from tests.conftest import ROOT
+
+PARAMS = str(ROOT / "params.yaml")
+
+
+def test_stage_main_applies_the_recipe_then_the_overrides(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("train: {max_steps: 7, alpha: 0.5}\nevaluate: {samples: 3}\n")
+    seen = []
+    stage_main("train", seen.append, ["--params", PARAMS, "--recipe", str(recipe), "-S", "train.max_steps=9"])
+    (params,) = seen
+    assert (params.train.max_steps, params.train.alpha, params.evaluate.samples) == (9, 0.5, 3)
+
+
+def test_stage_main_exits_cleanly_on_a_bad_recipe_bad_params_found_by_the_stage_and_a_stage_error(
+    tmp_path, capsys
+):
+    def fails(error):
+        def run(params):
+            raise error
+
+        return run
+
+    cases = [
+        (["--recipe", str(tmp_path / "missing.yaml")], fails(AssertionError("not run")), 2, "no such file"),
+        ([], fails(ParamsError("train.grpo_config.beta: set by the pipeline")), 2, "train.grpo_config.beta"),
+        ([], fails(StageError("calibrate kept 0 of 9 problems")), 1, "error: curate: calibrate kept 0 of 9"),
+    ]
+    for argv, run, code, message in cases:
+        with pytest.raises(SystemExit) as exit_:
+            stage_main("curate", run, ["--params", PARAMS, *argv])
+        err = capsys.readouterr().err
+        assert exit_.value.code == code and message in err and "Traceback" not in err
+
+
+def _params(**warmstart) -> Params:
+    return Params(warmstart=WarmstartParams(**warmstart))
+
+
+STAGE1 = (0.0, 1.0, "neither")
+
+
+@pytest.mark.parametrize(
+    ("correct", "samples", "band", "warmstart", "fragments"),
+    [
+        (
+            [0, 0, 0],
+            4,
+            STAGE1,
+            {},
+            [
+                "calibrate kept 0 of 3 problems (0 < pass_rate < 1): the warm start solved 0 of 12 samples",
+                "stronger warm start (warmstart.epochs",
+                "or calibrate.keep_inclusive: left (keeps p = 0)",
+            ],
+        ),
+        (
+            [0, 0],
+            4,
+            (0.0, 1.0, "right"),  # the high end already closed: closing the low end too is `both`
+            {"enabled": False},
+            ["model.base (tiny) solved 0 of 8 samples", "a stronger model.base", "keep_inclusive: both"],
+        ),
+        (
+            [4, 4],
+            4,
+            STAGE1,
+            {},
+            ["solved all 8 samples; use harder problems (curate.sources) or calibrate.keep_inclusive: right"],
+        ),
+        (
+            [0, 1, 0],
+            4,
+            (0.25, 1.0, "neither"),  # 0.25 < p < 1: p = 1/4 is not above it
+            {},
+            [
+                "every pass rate is at most 0.25, none above calibrate.min_pass_rate = 0.25",
+                "a lower calibrate.min_pass_rate or calibrate.keep_inclusive: left (keeps p = 0.25)",
+            ],
+        ),
+        (
+            [3, 4],
+            4,
+            (0.0, 0.5, "neither"),
+            {},
+            [
+                "every pass rate is at least 0.75, none below calibrate.max_pass_rate = 0.5",
+                "higher calibrate.max",
+            ],
+        ),
+        (
+            [0, 2, 2],
+            2,
+            STAGE1,
+            {},
+            [
+                "1 at or below the band (p <= 0) and 2 at or above it (p >= 1), none inside the band",
+                "more samples per problem (calibrate.samples = 2: p moves in steps of 1/2)",
+            ],
+        ),
+        (  # the train stage, which does not know the band
+            [0, 0],
+            8,
+            None,
+            {},
+            ["calibrate kept 0 of 2 problems: the warm start solved 0 of 16", "keep_inclusive: left or both"],
+        ),
+        ([0, 8, 3], 8, None, {}, ["1 never solved, 1 always solved, 1 others, none inside the band"]),
+    ],
+)
+def test_the_empty_pool_message_names_the_reason_and_its_knobs(correct, samples, band, warmstart, fragments):
+    message = empty_pool_message(correct, samples, _params(**warmstart), band)
+    for fragment in fragments:
+        assert fragment in message, message
