@@ -550,5 +550,20 @@ def pipeline(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None
     console.print("[bold green]pipeline finished")
 
 
+def run_app() -> None:
+    """The ``lead`` command: the app, with the project's own errors (bad params, a stage that cannot go on)
+    printed as one message and an exit status (2, 1) instead of a traceback."""
+    from lead.stages._common import StageError
+
+    try:
+        app()
+    except ParamsError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise SystemExit(2) from None
+    except StageError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise SystemExit(1) from None
+
+
 if __name__ == "__main__":
-    app()
+    run_app()

@@ -85,6 +85,7 @@ def run(params: Params) -> dict[str, Any]:
             write_json(report_path(params), summary)
             publish(manifest, STAGE, [report_path(params)], model=None, mlflow_run_id=None)
         return summary
+    train.check_train_settings(params)  # TRL's and the launch's judgement before any hashing or loading
     start, start_fingerprint = train.from_main(state, lambda: published_model(params, "train"))
     _, dev = difficulty.split_dev(train.training_rows(params), params.train.dev_problems, params.train.seed)
     rows = stage2_rows(params, {r["id"] for r in dev}, start_fingerprint)

@@ -190,3 +190,22 @@ def test_params_takes_a_recipe_and_checks_the_trl_settings_before_make_run_start
     # A GRPOConfig key the pipeline sets: the params key to use instead.
     clash = runner.invoke(app, ["params", "-p", PARAMS, "--check", "-S", "train.grpo_config.beta=0.1"])
     assert clash.exit_code == 2 and "use train.beta instead" in clash.output
+
+
+def test_the_lead_command_prints_a_stage_error_without_a_traceback(monkeypatch, capsys):
+    import sys
+
+    from lead import cli
+    from lead.stages import calibrate
+    from lead.stages._common import StageError
+
+    def empty(params):
+        raise StageError("calibrate kept 0 of 40 problems (0 < pass_rate < 1): use a stronger warm start")
+
+    monkeypatch.setattr(calibrate, "run", empty)
+    monkeypatch.setattr(sys, "argv", ["lead", "calibrate"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.run_app()
+    assert exit_.value.code == 1
+    out = capsys.readouterr().out
+    assert "error: calibrate kept 0 of 40 problems" in out and "Traceback" not in out
