@@ -72,3 +72,23 @@ def test_stages_run_with_the_projects_python_without_an_activated_venv(tmp_path)
     # An activated venv wins (a user's own environment).
     active = str(tmp_path / "active")
     assert _launch(project, {"VIRTUAL_ENV": active}) == "active -m lead.stages.curate --params x.yaml"
+
+
+def test_params_yaml_is_in_the_form_dvc_exp_run_writes(tmp_path):
+    # `dvc exp run -S key=value` rewrites params.yaml through ruamel (comments kept, flow lists and `null`
+    # re-styled): kept in that form, an experiment's params.yaml differs from its commit's in that line only.
+    from dvc.utils.hydra import apply_overrides
+
+    copy = tmp_path / "params.yaml"
+    original = (ROOT / "params.yaml").read_text()
+    copy.write_text(original)
+    steps = load_params(ROOT / "params.yaml").train.max_steps
+    apply_overrides(str(copy), [f"train.max_steps={steps + 1}"])
+    before, after = original.splitlines(), copy.read_text().splitlines()
+    changed = [(a, b) for a, b in zip(before, after, strict=False) if a != b]
+    assert len(before) == len(after) and changed == [
+        (f"  max_steps: {steps}", f"  max_steps: {steps + 1}")
+    ], (
+        "params.yaml is not in the form `dvc exp run -S` writes back; rewrite it with "
+        "dvc.utils.hydra.apply_overrides('params.yaml', ['train.max_steps=<its value>'])"
+    )
