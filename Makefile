@@ -13,7 +13,8 @@ VLLM    := 0.31.0
 LOCK_CPU := infra/lock/cpu.txt
 LOCK_GPU := infra/lock/gpu.txt
 PIP_VERSION := 26.3
-PYTEST_ARGS ?=
+# Two workers: the flow tests (one shared workspace) on one, the other modules spread (tests/conftest.py).
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 .PHONY: setup setup-gpu lock run check-params schema test test-fast lint format ablation bench clean help prefect-server deploy prefect-worker
 

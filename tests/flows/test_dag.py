@@ -82,7 +82,7 @@ def _versions(workspace) -> list[str]:
 
     client = MlflowClient(f"sqlite:///{workspace / 'mlflow.db'}")
     name = REDUCED["register"]["model_name"]
-    return sorted(v.version for v in client.search_model_versions(f"name = '{name}'"))
+    return sorted(str(v.version) for v in client.search_model_versions(f"name = '{name}'"))
 
 
 def _train_runs(workspace) -> list[str]:
