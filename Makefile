@@ -13,8 +13,8 @@ VLLM    := 0.31.0
 LOCK_CPU := infra/lock/cpu.txt
 LOCK_GPU := infra/lock/gpu.txt
 PIP_VERSION := 26.3
-# Two workers: the flow tests (one shared workspace) on one, the other modules spread (tests/conftest.py).
-PYTEST_ARGS ?= -n 2 --dist loadgroup
+# Two workers, a test file per worker at a time (a module's fixtures, e.g. a vLLM server, are built once).
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: setup setup-gpu lock run check-params schema test test-fast lint format ablation bench clean help prefect-server deploy prefect-worker
 

@@ -88,12 +88,3 @@ def tiny_model(tmp_path_factory):
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path, problems
-
-
-def pytest_collection_modifyitems(config, items):
-    """Groups for ``pytest -n 2 --dist loadgroup`` (``make test``): a module's tests run on one worker, in
-    order, so a module-scoped fixture (a vLLM server, a trained model) is built once; the flow tests are one
-    group, since they share one throw-away workspace and its first ``dvc repro`` (session fixtures)."""
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group("flows" if path.startswith("tests/flows/") else path))
