@@ -14,7 +14,7 @@ import mlflow
 import pytest
 from mlflow import MlflowClient
 
-from flows.commands import SESSIONS, _stat
+from flows.commands import SESSIONS, _stat, stop_orphans
 from flows.experiment import RUNS
 from lead.config import ParamsError
 from lead.stages import STAGES
@@ -167,20 +167,23 @@ def test_a_killed_run_leaves_the_workspace_as_it_was_and_the_next_run_cleans_up(
     with log.open("w") as out, subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT) as flow:
         copy = _running_train(ws, flow, log)
         flow.send_signal(signal.SIGKILL)  # no cleanup of any kind: as a pod evicted, a worker killed
-    assert_as_it_was(ws, params)
-    assert copy.exists()  # left behind, with its training still running in it
-    orphans = [int(p.name) for p in (copy / SESSIONS).iterdir()]
-    assert orphans and all(_stat(pid) is not None for pid in orphans)
+    try:
+        assert_as_it_was(ws, params)
+        assert copy.exists()  # left behind, with its training still running in it
+        orphans = [int(p.name) for p in (copy / SESSIONS).iterdir()]
+        assert orphans and all(_stat(pid) is not None for pid in orphans)
 
-    result = lead_pipeline(workspace=str(ws))  # the next run, in the workspace: a no-op
+        result = lead_pipeline(workspace=str(ws))  # the next run, in the workspace: a no-op
 
-    assert result["outcomes"] == dict.fromkeys(STAGES, "skipped")
-    assert not copy.exists() and git(ws, "worktree", "list").count("\n") == 1
-    assert all(_stat(pid) is None for pid in orphans)  # stopped, not left to train on
-    assert_as_it_was(ws, params)
-    summary = latest_summary()
-    assert "the workspace itself (no overrides)" in summary
-    assert all(f"| {stage} | skipped (up to date) | " in summary for stage in STAGES)
+        assert result["outcomes"] == dict.fromkeys(STAGES, "skipped")
+        assert not copy.exists() and git(ws, "worktree", "list").count("\n") == 1
+        assert all(_stat(pid) is None for pid in orphans)  # stopped, not left to train on
+        assert_as_it_was(ws, params)
+        summary = latest_summary()
+        assert "the workspace itself (no overrides)" in summary
+        assert all(f"| {stage} | skipped (up to date) | " in summary for stage in STAGES)
+    finally:
+        stop_orphans(copy)  # a failed check must not leave 1000 steps training on the machine
 
 
 @pytest.mark.slow

@@ -120,3 +120,22 @@ def test_a_run_that_stopped_early_says_which_stage_failed_and_that_no_experiment
         rows=rows,
     )
     assert "the workspace itself (no overrides)" in workspace_run
+
+
+def test_what_became_of_a_stage_is_read_from_dvc_repros_own_words():
+    from flows.pipeline import verdict
+
+    assert verdict("train", ["Running stage 'train':", "> python -m lead.stages.train"]) == "ran"
+    assert verdict("curate", ["Stage 'curate' didn't change, skipping"]) == "skipped"
+    assert (
+        verdict("evaluate", ["Stage 'evaluate' is cached - skipping run, checking out outputs"]) == "restored"
+    )
+    assert verdict("curate", ["Pulling data for stage: 'curate'"]) == "pulled"
+    # a pull that failed, then the stage ran; another stage's words say nothing about this one
+    said = [
+        "Pulling data for stage: 'train'",
+        "Unable to pull data for stage: 'train'",
+        "Running stage 'train':",
+    ]
+    assert verdict("train", said) == "ran"
+    assert verdict("train_stage2", ["Stage 'train' didn't change, skipping"]) == "ran"
