@@ -1,49 +1,100 @@
 """The ``lead-pipeline`` Prefect flow: one task per DVC stage, so ``dvc repro`` and Prefect run the same thing.
 
-Each task runs ``dvc repro --single-item <stage>`` in the workspace: DVC stays the single judge of what is stale
-(an up-to-date stage is skipped in a second) and of data versions (``dvc.lock``), and the stage code is the
+Each task runs ``dvc repro --single-item <stage>``: DVC stays the single judge of what is stale (an up-to-date
+stage is skipped in a second) and of data versions (``dvc.lock``), and the stage code is the
 ``python -m lead.stages.<stage>`` that ``dvc.yaml`` names. Prefect adds when and where (deployments in
 ``prefect.yaml``), retries on the stages that can fail transiently, and logs.
+
+Where a run runs:
+
+* **No overrides: in the workspace**, exactly ``dvc repro`` of the chosen stages — a no-op when the workspace
+  is up to date, else its ``dvc.lock`` and outputs brought up to date, as ``make run`` would. That is what a
+  scheduled run of the committed params is for, and what the GPU deployment pushes from its fresh clone.
+* **With overrides: as a DVC experiment, in a copy** (:mod:`flows.experiment`) — a git worktree of the
+  workspace's ``HEAD`` with its uncommitted changes, sharing its DVC cache, the overrides written into the
+  copy's ``params.yaml``. The stages run there, the result is saved with ``dvc exp save -n <name>`` (the
+  workspace's ``dvc exp show`` lists it; ``dvc exp apply <name>`` brings it in), and the copy is removed. The
+  workspace is never written: ``params.yaml`` byte for byte, ``git status``, ``dvc status`` are as before the
+  run — finished, failed or killed — and a user may edit it meanwhile. Overrides are a question ("what if
+  ``train.max_steps`` were 200?"), not a new state of the workspace; ``dvc exp run -S`` answers the same way.
+  Not always a copy: a run without overrides would then pay a checkout of every output to find nothing to do,
+  and its results would never reach the workspace that asked for them.
+
+  Why not ``dvc exp run --temp``: it reproduces the whole DAG in one DVC process, so Prefect would see one task
+  instead of one per stage (no per-stage retries, logs or states). The copy is what ``--temp`` makes — a
+  separate working tree on the same cache — with the per-stage tasks kept.
+
+The tracking store is the workspace's (``MLFLOW_TRACKING_URI`` for the stages, as the workspace resolves it),
+so a run in a copy logs where any other run does. Every stage's MLflow run is nested under the flow's parent
+run, which records the overrides, the stages, the params and ``dvc.lock`` the run used and, for an
+experiment, its name and commit (tags ``dvc.experiment``, ``dvc.experiment_rev``).
 
 Flow parameters:
 
 * ``overrides`` — ``["train.max_steps=20", ...]``, the syntax of ``lead -S`` and ``dvc exp run -S``. They are
-  validated first (bad params stop the run before any stage), written into ``params.yaml`` for the run — so
-  DVC sees them as changed params and reruns exactly what depends on them — and the original ``params.yaml``
-  is put back afterwards. The parent MLflow run records them, with the params and ``dvc.lock`` the run used.
+  validated first: bad params stop the run before any stage.
 * ``stages`` — a subset of :data:`lead.stages.STAGES`, run in DAG order.
 * ``workspace`` — the DVC workspace (default: the current folder; a deployment sets it with its pull step).
 * ``pull`` / ``push`` — fetch outputs the DVC remote already has instead of recomputing them (``dvc repro
   --pull``), and ``dvc push`` the results at the end: what a run on a fresh clone (the GPU deployment) needs.
 
-One flow at a time per workspace (DVC takes a repo lock; two flows would trample params.yaml): the flow holds
-an exclusive file lock for its whole run and waits for it. The result holds each stage's summary (the JSON the
-stage wrote) and the MLflow parent run id; every stage's MLflow run is nested under that parent.
+One flow at a time per workspace: the flow holds an exclusive file lock for its whole run and waits for it.
+Holding it, the flow first removes what a killed flow left — its copy, and the commands still running there
+or in the workspace (:func:`flows.commands.stop_orphans`).
+
+What each stage did — ran, skipped as up to date, restored from DVC's run cache, pulled — is read from ``dvc
+repro``'s own words; a stage that did not run shows in Prefect as a ``Skipped`` (``Cached``, ``Pulled``) state,
+and gets one line in the run log (:func:`flows.summary.stage_line`). At the end, finished or not, the flow run
+gets a markdown artifact (key ``lead-pipeline-summary``): each stage's outcome, headline and MLflow run, the
+registered version, where the results are. The flow's result holds each stage's summary (the JSON it wrote)
+and outcome, the MLflow parent run id and the experiment (``None`` for a run in the workspace).
+
+``python -m flows.pipeline -S key=value --stages a,b`` runs the flow once, on Prefect's temporary server
+unless ``PREFECT_API_URL`` names one (:mod:`flows.prefect_api`: started under a lock, so that two flows
+started at once on a fresh ``PREFECT_HOME`` do not both migrate its database).
 """
 
 from __future__ import annotations
 
-import collections
+import argparse
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
+import re
 import shutil
-import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-from prefect import flow, get_run_logger, task
+from prefect import Task, flow, get_run_logger, task
+from prefect.states import Completed
 
-from lead.config import Params, apply_overrides, load_params
+from flows.commands import dvc_executable, git, run
+from flows.experiment import clean_stale, experiment_copy, save_experiment
+from flows.prefect_api import start_local_api
+from flows.summary import OUTCOMES, StageRow, markdown, stage_line
+from lead.config import Params, ParamsError, load_params
 from lead.stages import STAGES
 
 # Sampling engines and the tracking store can fail transiently; training resumes from its checkpoints.
 RETRIES = {"calibrate": 2, "train": 1, "calibrate_stage2": 2, "train_stage2": 1, "evaluate": 2, "register": 2}
 LOCK = ".dvc/tmp/lead-pipeline.lock"
+ARTIFACT_KEY = "lead-pipeline-summary"
+
+# What `dvc repro --single-item <stage>` says it did, in DVC's words (dvc/stage/__init__.py, dvc/stage/run.py,
+# dvc/stage/cache.py), in the order they are checked: a stage that ran says so, whatever else it printed.
+VERDICTS = (
+    ("ran", re.compile(r"^Running stage '(?P<stage>[^']+)'")),
+    ("restored", re.compile(r"^Stage '(?P<stage>[^']+)' is cached - skipping run")),
+    ("pulled", re.compile(r"^Pulling data for stage: '(?P<stage>[^']+)'")),
+    ("skipped", re.compile(r"^Stage '(?P<stage>[^']+)' didn't change, skipping")),
+)
+# The Prefect state a task ends in when its stage did not run (a Completed state by another name).
+STATE_NAMES = {"skipped": "Skipped", "restored": "Cached", "pulled": "Pulled"}
 
 
 def summary_file(params: Params, stage: str) -> Path:
@@ -60,10 +111,13 @@ def summary_file(params: Params, stage: str) -> Path:
     }[stage]
 
 
-def dvc_executable() -> str:
-    """``dvc`` next to this interpreter (the project's venv), else whatever is on PATH."""
-    local = Path(sys.executable).with_name("dvc")
-    return str(local) if local.exists() else "dvc"
+def verdict(stage: str, lines: list[str]) -> str:
+    """What ``dvc repro --single-item <stage>`` did with ``stage``, from the lines it printed (a key of
+    :data:`flows.summary.OUTCOMES`); ``"ran"`` when it said none of its verdicts."""
+    for outcome, pattern in VERDICTS:
+        if any((m := pattern.match(line)) and m["stage"] == stage for line in lines):
+            return outcome
+    return "ran"
 
 
 @contextlib.contextmanager
@@ -83,62 +137,104 @@ def workspace_lock(workspace: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-@contextlib.contextmanager
-def params_for_run(params_path: Path, overrides: list[str]) -> Iterator[None]:
-    """``params.yaml`` with ``overrides`` applied while the block runs, the original restored afterwards."""
-    if not overrides:
-        yield
-        return
-    original = params_path.read_bytes()
-    data = apply_overrides(yaml.safe_load(original) or {}, overrides)
-    try:
-        params_path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-        yield
-    finally:
-        params_path.write_bytes(original)
-
-
-def _dvc(args: list[str], workspace: str, env: dict[str, str] | None = None) -> None:
-    """Run one dvc command in the workspace, its output streamed line by line to the task log (a training
-    stage runs for hours); a failure raises with the end of that output."""
-    logger = get_run_logger()
-    cmd = [dvc_executable(), *args]
-    logger.info("%s", " ".join(cmd))
-    tail: collections.deque[str] = collections.deque(maxlen=60)
-    with subprocess.Popen(
-        cmd, cwd=workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    ) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.strip():
-                logger.info("%s", line.rstrip())
-                tail.append(line)
-    if proc.returncode != 0:
-        raise RuntimeError(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{''.join(tail)}")
-
-
 @task(name="push", retries=2, retry_delay_seconds=30)
 def push_task(workspace: str) -> None:
     """``dvc push``: the run's data and models to the DVC remote (the GPU deployment does this)."""
-    _dvc(["push"], workspace)
+    run([dvc_executable(), "push"], Path(workspace))
 
 
-def _stage_task(name: str):
+@task(name="save-experiment")
+def save_task(copy: str, name: str, stages: list[str]) -> str:
+    """The copy's state as the DVC experiment ``name`` (its commit sha)."""
+    rev = save_experiment(Path(copy), name, stages)
+    get_run_logger().info(
+        "saved as the DVC experiment %s (%s): `dvc exp apply %s` to bring it in", name, rev, name
+    )
+    return rev
+
+
+def _stage_task(name: str) -> Task[..., Any]:
     @task(name=name, retries=RETRIES.get(name, 0), retry_delay_seconds=10)
-    def run_stage(workspace: str, parent_run_id: str, pull: bool = False) -> dict[str, Any]:
+    def run_stage(workspace: str, parent_run_id: str, tracking_uri: str, pull: bool = False) -> Any:
         # dvc.yaml's `python -m lead.stages...` must be this environment's python, wherever the worker started.
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-        env = {**os.environ, "PATH": path, "LEAD_PARENT_RUN_ID": parent_run_id}
+        env = {
+            **os.environ,
+            "PATH": path,
+            "LEAD_PARENT_RUN_ID": parent_run_id,
+            "MLFLOW_TRACKING_URI": tracking_uri,
+        }
+        said: list[str] = []
+        started = time.perf_counter()
         # --pull: outputs the DVC remote already holds are fetched instead of recomputed (a fresh clone).
-        _dvc(["repro", "--single-item", name, *(["--pull"] if pull else [])], workspace, env)
+        run(
+            [dvc_executable(), "repro", "--single-item", name, *(["--pull"] if pull else [])],
+            Path(workspace),
+            env,
+            # only DVC's verdict lines are kept (a training stage prints progress for hours)
+            on_line=lambda line: said.append(line) if any(p.match(line) for _, p in VERDICTS) else None,
+        )
+        outcome = verdict(name, said)
         params = load_params(Path(workspace) / "params.yaml")
-        summary = Path(workspace) / summary_file(params, name)
-        return json.loads(summary.read_text()) if summary.exists() else {}
+        summary_path = Path(workspace) / summary_file(params, name)
+        summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+        get_run_logger().info("%s", stage_line(name, outcome, summary))
+        done = {"outcome": outcome, "summary": summary, "seconds": round(time.perf_counter() - started, 1)}
+        if outcome in STATE_NAMES:
+            return Completed(name=STATE_NAMES[outcome], message=OUTCOMES[outcome], data=done)
+        return done
 
     return run_stage
 
 
 TASKS = {name: _stage_task(name) for name in STAGES}
+
+
+def _stage_runs(parent: Any, rows: dict[str, StageRow]) -> dict[str, StageRow]:
+    """``rows`` with each stage's MLflow run: its run under ``parent``, else the one its summary names."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    children = mlflow.search_runs(
+        experiment_ids=[parent.info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
+        output_format="list",
+    )
+    by_stage = {r.data.tags.get("stage"): r for r in children}
+    out = {}
+    for stage, row in rows.items():
+        if stage in by_stage:
+            info = by_stage[stage].info
+            row = dataclasses.replace(row, run=(info.experiment_id, info.run_id))
+        elif row.summary.get("mlflow_run_id"):  # a training the stage reused, or an up-to-date stage
+            with contextlib.suppress(MlflowException):
+                info = mlflow.get_run(row.summary["mlflow_run_id"]).info
+                row = dataclasses.replace(row, run=(info.experiment_id, info.run_id), earlier_run=True)
+        out[stage] = row
+    return out
+
+
+def _publish(
+    parent: Any,
+    tracking_uri: str,
+    overrides: list[str],
+    experiment: dict[str, str] | None,
+    rows: dict[str, StageRow],
+) -> None:
+    """The flow run's summary artifact (:func:`flows.summary.markdown`)."""
+    from prefect.artifacts import create_markdown_artifact
+    from prefect.runtime import flow_run
+
+    rows = _stage_runs(parent, rows)
+    text = markdown(
+        flow_run=str(flow_run.name),
+        tracking_uri=tracking_uri,
+        parent=(parent.info.experiment_id, parent.info.run_id),
+        overrides=overrides,
+        experiment=experiment,
+        rows=list(rows.values()),
+    )
+    create_markdown_artifact(key=ARTIFACT_KEY, markdown=text, description=f"lead-pipeline {flow_run.name}")
 
 
 @flow(name="lead-pipeline")
@@ -149,42 +245,89 @@ def lead_pipeline(
     pull: bool = False,
     push: bool = False,
 ) -> dict[str, Any]:
-    """Run the pipeline's DVC stages in order; returns each stage's summary and the MLflow parent run id."""
+    """Run the pipeline's DVC stages in order — in the workspace, or with ``overrides`` as a DVC experiment in a
+    copy of it; returns each stage's summary and outcome, the MLflow parent run id and the experiment."""
     import mlflow
+    from prefect.runtime import flow_run
 
-    from lead.io.tracking import use_experiment
+    from lead.io.tracking import tracking_uri, use_experiment
 
     root = Path(workspace).resolve()
     overrides = list(overrides or [])
     params = load_params(root / "params.yaml", overrides)  # bad params stop here, before any stage runs
-    chosen = list(stages or STAGES)
-    unknown = sorted(set(chosen) - set(STAGES))
+    unknown = sorted(set(stages or []) - set(STAGES))
     if unknown:
         raise ValueError(f"unknown stage(s) {unknown}; known: {', '.join(STAGES)}")
+    chosen = [name for name in STAGES if name in (stages or STAGES)]
     if shutil.which(dvc_executable()) is None:
         raise FileNotFoundError("dvc is not installed in this environment (make setup)")
+    logger = get_run_logger()
 
-    with workspace_lock(root), params_for_run(root / "params.yaml", overrides):
-        cwd = Path.cwd()
-        os.chdir(root)  # the tracking URI's default (an sqlite file) is found from the workspace
-        try:
-            use_experiment(params)
-            with mlflow.start_run(run_name="lead-pipeline", tags={"stage": "pipeline"}) as parent:
-                mlflow.log_params({"overrides": " ".join(overrides) or "-", "stages": ",".join(chosen)})
-                mlflow.log_artifact(str(root / "params.yaml"))
-                results = {
-                    name: TASKS[name](str(root), parent.info.run_id, pull)
-                    for name in STAGES
-                    if name in chosen
-                }
+    # chdir: the tracking URI's default (an sqlite file) is found from the workspace
+    with workspace_lock(root), contextlib.chdir(root):
+        clean_stale(root)
+        uri = tracking_uri(params)
+        use_experiment(params)
+        name = f"{flow_run.name}-{str(flow_run.id)[:8]}" if overrides else None
+        place = (
+            experiment_copy(root, str(flow_run.id), overrides) if overrides else contextlib.nullcontext(root)
+        )
+        with (
+            place as run_dir,
+            mlflow.start_run(run_name="lead-pipeline", tags={"stage": "pipeline"}) as parent,
+        ):
+            mlflow.log_params({"overrides": " ".join(overrides) or "-", "stages": ",".join(chosen)})
+            mlflow.log_artifact(str(run_dir / "params.yaml"))
+            rows = {stage: StageRow(stage, "not run") for stage in chosen}
+            experiment = None
+            try:
+                for stage in chosen:
+                    rows[stage] = StageRow(stage, "failed")  # until its task returns
+                    state = TASKS[stage](str(run_dir), parent.info.run_id, uri, pull, return_state=True)
+                    done = state.result()  # the stage's error, if it failed
+                    rows[stage] = StageRow(stage, done["outcome"], done["summary"], done["seconds"])
+                if name:
+                    rev = save_task(str(run_dir), name, chosen)
+                    baseline = git(["rev-parse", "HEAD"], root).strip()
+                    experiment = {"name": name, "rev": rev, "baseline": baseline}
+                    mlflow.set_tags({"dvc.experiment": name, "dvc.experiment_rev": rev})
                 if push:
-                    push_task(str(root))
-                if (root / "dvc.lock").exists():
-                    mlflow.log_artifact(str(root / "dvc.lock"))
-        finally:
-            os.chdir(cwd)
-    return {"mlflow_parent_run_id": parent.info.run_id, "stages": results}
+                    push_task(str(run_dir))
+                if (run_dir / "dvc.lock").exists():
+                    mlflow.log_artifact(str(run_dir / "dvc.lock"))
+            finally:
+                try:
+                    _publish(parent, uri, overrides, experiment, rows)
+                except Exception as exc:  # the summary is for people: never the reason a run fails
+                    logger.warning("no summary artifact for this run: %s", exc)
+    return {
+        "mlflow_parent_run_id": parent.info.run_id,
+        "stages": {stage: row.summary for stage, row in rows.items()},
+        "outcomes": {stage: row.outcome for stage, row in rows.items()},
+        "experiment": experiment,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m flows.pipeline``: the flow once, with the flow's parameters as options."""
+    parser = argparse.ArgumentParser(prog="python -m flows.pipeline", description=lead_pipeline.__doc__)
+    parser.add_argument("-S", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--stages", type=lambda text: text.split(","), help="comma-separated (default: all)")
+    parser.add_argument("--workspace", default=".", help="the DVC workspace (default: the current folder)")
+    parser.add_argument(
+        "--pull", action="store_true", help="fetch outputs the DVC remote has (dvc repro --pull)"
+    )
+    parser.add_argument("--push", action="store_true", help="dvc push the results at the end")
+    args = parser.parse_args(argv)
+    try:  # a typo costs no Prefect server start
+        load_params(Path(args.workspace) / "params.yaml", args.overrides)
+    except ParamsError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    start_local_api()
+    lead_pipeline(
+        overrides=args.overrides, stages=args.stages, workspace=args.workspace, pull=args.pull, push=args.push
+    )
 
 
 if __name__ == "__main__":
-    lead_pipeline()
+    main()

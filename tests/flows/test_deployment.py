@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.flows.conftest import dvc
+
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
@@ -80,6 +82,15 @@ def test_deployment_run_with_an_override_reaches_the_stage(prefect_server, works
     flow_run = json.loads(prefect(env, workspace, "flow-run", "inspect", run_id, "--output", "json"))
     assert flow_run["state_type"] == "COMPLETED", flow_run["state"]
     assert flow_run["parameters"]["overrides"] == json.loads(override)
-    metrics = json.loads((workspace / "reports/evaluate/metrics.json").read_text())
+    # The override ran as a DVC experiment of the workspace, named after the flow run; the workspace untouched.
+    shown = json.loads(dvc(workspace, "exp", "show", "--json").stdout)
+    revs = [r for b in shown for e in b.get("experiments") or [] for r in e["revs"]]
+    (saved,) = [
+        r for r in revs if r["data"]["params"]["params.yaml"]["data"]["evaluate"]["max_new_tokens"] == 40
+    ]
+    assert saved["name"].startswith(flow_run["name"])
+    metrics = saved["data"]["metrics"]["reports/evaluate/metrics.json"]["data"]
     assert "proxy.budget_20.pass_at_1" in metrics  # the override reached the evaluate stage
     assert yaml.safe_load((workspace / "params.yaml").read_text())["evaluate"]["max_new_tokens"] != 40
+    ours = workspace / "reports/evaluate/metrics.json"  # the workspace's own, if it ever ran
+    assert not ours.exists() or "proxy.budget_20.pass_at_1" not in json.loads(ours.read_text())

@@ -1,11 +1,28 @@
-"""The Prefect flow runs the DVC stages, with params overrides, under one MLflow parent run."""
+"""The Prefect flow runs the DVC stages under one MLflow parent run: without overrides in the workspace, with
+overrides as a DVC experiment that leaves the workspace as it was — finished or killed — and a summary artifact."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import mlflow
 import pytest
 from mlflow import MlflowClient
 
+from flows.commands import SESSIONS, _stat, stop_orphans
+from flows.experiment import RUNS
 from lead.config import ParamsError
 from lead.stages import STAGES
+from tests.conftest import ROOT
+from tests.flows.conftest import dvc
+
+GIT = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
+COMMENT = "# the flow tests' params: a run with overrides must keep this line and every other byte\n"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -20,21 +37,89 @@ def prefect_server(tmp_path_factory):
             yield
 
 
-@pytest.mark.slow
-def test_flow_runs_dvc_stages_with_overrides_under_a_parent_run(workspace):
+def git(ws: Path, *args: str) -> str:
+    return subprocess.run([*GIT, *args], cwd=ws, capture_output=True, text=True, check=True).stdout
+
+
+def latest_summary() -> str:
+    """The markdown of the newest ``lead-pipeline-summary`` artifact on the test server."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["lead-pipeline-summary"])),
+            sort=ArtifactSort.CREATED_DESC,
+            limit=1,
+        )
+    return str(artifact.data)
+
+
+def assert_as_it_was(ws: Path, params: bytes) -> None:
+    """The workspace as the committed fixture left it: params.yaml byte for byte, git and DVC clean, no copy."""
+    assert (ws / "params.yaml").read_bytes() == params
+    assert git(ws, "status", "--porcelain") == ""
+    assert "Data and pipelines are up to date" in dvc(ws, "status").stdout
+
+
+@pytest.fixture(scope="module")
+def committed(workspace) -> Path:
+    """The workspace brought up to date by a flow run without overrides (in the workspace itself), its
+    params.yaml given comments, everything committed with the repository's .gitignore: a clean baseline."""
     from flows.pipeline import lead_pipeline
 
-    original = (workspace / "params.yaml").read_bytes()
+    result = lead_pipeline(workspace=str(workspace))
+    assert result["experiment"] is None and "up to date" in dvc(workspace, "status").stdout
+    params = workspace / "params.yaml"
+    text = params.read_text()
+    params.write_text(COMMENT + text.replace("  max_steps: 2\n", "  max_steps: 2  # seconds-sized\n", 1))
+    shutil.copy(ROOT / ".gitignore", workspace / ".gitignore")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "pipeline run")
+    assert_as_it_was(workspace, params.read_bytes())
+    return workspace
+
+
+@pytest.mark.slow
+def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(committed):
+    from flows.pipeline import lead_pipeline
+
+    ws = committed
+    params = (ws / "params.yaml").read_bytes()
     overrides = ["evaluate.max_new_tokens=48", "evaluate.budgets=[24,48]"]
-    result = lead_pipeline(overrides=overrides, workspace=str(workspace))
+    result = lead_pipeline(overrides=overrides, workspace=str(ws))
 
     assert list(result["stages"]) == list(STAGES)
+    upstream = {s: "skipped" for s in STAGES if s not in ("evaluate", "register")}
+    assert result["outcomes"] == {**upstream, "evaluate": "ran", "register": "ran"}
     assert result["stages"]["evaluate"]["proxy.budget_24.pass_at_1"] is not None  # the override reached it
-    assert (workspace / "params.yaml").read_bytes() == original  # restored after the run
-    mlflow.set_tracking_uri(f"sqlite:///{workspace / 'mlflow.db'}")  # the workspace's default store
+    assert_as_it_was(ws, params)
+    assert "proxy.budget_24.pass_at_1" not in json.loads((ws / "reports/evaluate/metrics.json").read_text())
+    assert list((ws / RUNS).iterdir()) == [] and git(ws, "worktree", "list").count("\n") == 1
+
+    # The experiment, on the workspace's HEAD: its params (comments kept), its metrics from the shared cache.
+    experiment = result["experiment"]
+    assert experiment["baseline"] == git(ws, "rev-parse", "HEAD").strip()
+    shown = json.loads(dvc(ws, "exp", "show", "--json").stdout)
+    (saved,) = [
+        r
+        for b in shown
+        for e in b.get("experiments") or []
+        for r in e["revs"]
+        if r["rev"] == experiment["rev"]
+    ]
+    assert saved["name"] == experiment["name"]
+    assert saved["data"]["params"]["params.yaml"]["data"]["evaluate"]["max_new_tokens"] == 48
+    assert "proxy.budget_24.pass_at_1" in saved["data"]["metrics"]["reports/evaluate/metrics.json"]["data"]
+    assert git(ws, "show", f"{experiment['rev']}:params.yaml").startswith(COMMENT)
+
+    mlflow.set_tracking_uri(f"sqlite:///{ws / 'mlflow.db'}")  # the workspace's default store, the copy's too
     parent = mlflow.get_run(result["mlflow_parent_run_id"])
     assert parent.data.tags["stage"] == "pipeline" and parent.info.status == "FINISHED"
     assert parent.data.params["overrides"] == " ".join(overrides)
+    assert parent.data.tags["dvc.experiment"] == experiment["name"]
+    assert parent.data.tags["dvc.experiment_rev"] == experiment["rev"]
     (evaluate,) = mlflow.search_runs(
         experiment_names=["lead"],
         filter_string=f"tags.stage = 'evaluate' and tags.mlflow.parentRunId = '{parent.info.run_id}'",
@@ -45,11 +130,89 @@ def test_flow_runs_dvc_stages_with_overrides_under_a_parent_run(workspace):
     tags = MlflowClient().get_model_version("lead-e2e", str(version)).tags
     assert tags["mlflow.parent_run_id"] == parent.info.run_id
 
+    summary = latest_summary()
+    assert f"`dvc exp apply {experiment['name']}`" in summary and f"`lead-e2e version {version}`" in summary
+    assert "| curate | skipped (up to date) | 60 train" in summary
+    assert "| evaluate | ran | " in summary
+    assert f"proxy Pass@1 {result['stages']['evaluate']['proxy.pass_at_1']:.3f}, Len" in summary
+    assert f"`{evaluate.info.run_id}`" in summary  # the stage's MLflow run (an sqlite store: by its id)
+    assert all(f"| {stage} | " in summary for stage in STAGES)
+
+
+def _running_train(ws: Path, flow: subprocess.Popen, log: Path) -> Path:
+    """Wait until the train stage of the flow run ``flow`` trains in its copy of ``ws``; the copy."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        assert flow.poll() is None, log.read_text()
+        for run_file in (ws / RUNS).glob("*/models/train_checkpoints/lead_run.json"):
+            # "running" from before the first step to the last (the copy of the workspace's says "finished")
+            if '"running"' in run_file.read_text():
+                return run_file.parents[2]
+        time.sleep(0.5)
+    raise AssertionError(f"the train stage never started:\n{log.read_text()}")
+
+
+@pytest.mark.slow
+def test_a_killed_run_leaves_the_workspace_as_it_was_and_the_next_run_cleans_up(committed, tmp_path):
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.pipeline import lead_pipeline
+
+    ws = committed
+    params = (ws / "params.yaml").read_bytes()
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": str(ROOT)}
+    # Far more steps than it gets to take: the orphaned training is still at it when the next run starts.
+    cmd = [sys.executable, "-m", "flows.pipeline", "-S", "train.max_steps=1000", "--workspace", str(ws)]
+    log = tmp_path / "flow.log"
+    with log.open("w") as out, subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT) as flow:
+        copy = _running_train(ws, flow, log)
+        flow.send_signal(signal.SIGKILL)  # no cleanup of any kind: as a pod evicted, a worker killed
+    try:
+        assert_as_it_was(ws, params)
+        assert copy.exists()  # left behind, with its training still running in it
+        orphans = [int(p.name) for p in (copy / SESSIONS).iterdir()]
+        assert orphans and all(_stat(pid) is not None for pid in orphans)
+
+        result = lead_pipeline(workspace=str(ws))  # the next run, in the workspace: a no-op
+
+        assert result["outcomes"] == dict.fromkeys(STAGES, "skipped")
+        assert not copy.exists() and git(ws, "worktree", "list").count("\n") == 1
+        assert all(_stat(pid) is None for pid in orphans)  # stopped, not left to train on
+        assert_as_it_was(ws, params)
+        summary = latest_summary()
+        assert "the workspace itself (no overrides)" in summary
+        assert all(f"| {stage} | skipped (up to date) | " in summary for stage in STAGES)
+    finally:
+        stop_orphans(copy)  # a failed check must not leave 1000 steps training on the machine
+
+
+@pytest.mark.slow
+def test_two_flows_started_at_once_on_a_fresh_prefect_home_both_run(committed, tmp_path):
+    """Each starts Prefect's temporary server on the same new database; unguarded, one of them failed in its
+    migration ("No such index", "duplicate column name") or timed out waiting for its server."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(
+        PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT), PREFECT_SERVER_ANALYTICS_ENABLED="false"
+    )
+    cmd = [sys.executable, "-m", "flows.pipeline", "--stages", "curate", "--workspace", str(committed)]
+    logs = [tmp_path / f"flow-{n}.log" for n in (1, 2)]
+    flows = []
+    for log in logs:
+        with log.open("w") as out:
+            flows.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
+    codes = [flow.wait(timeout=600) for flow in flows]
+    said = [log.read_text() for log in logs]
+    assert codes == [0, 0], "\n\n".join(said)
+    assert all("curate: skipped (up to date)" in text for text in said)
+
 
 def test_bad_params_or_stage_names_stop_before_any_stage(workspace):
-    from flows.pipeline import lead_pipeline
+    from flows.pipeline import lead_pipeline, main
 
     with pytest.raises(ParamsError, match=r"train\.num_generations = 3"):
         lead_pipeline(overrides=["train.num_generations=3"], workspace=str(workspace))
     with pytest.raises(ValueError, match="unknown stage"):
         lead_pipeline(workspace=str(workspace), stages=["curate", "deploy"])
+    with pytest.raises(SystemExit) as exited:  # the command line: before any Prefect server starts
+        main(["-S", "train.num_generations=3", "--workspace", str(workspace)])
+    assert exited.value.code == 2

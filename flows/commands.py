@@ -1,0 +1,141 @@
+"""The processes the flow starts (``dvc``, ``git``), and the stopping of those a killed flow left running.
+
+A flow's process can die without running any cleanup (SIGKILL, a pod evicted, the worker stopped): the
+``dvc repro`` it started carries on — and with it the stage under it, training for hours, holding DVC's lock
+and writing into the folder it runs in. So every command :func:`run` starts gets a session of its own, and a
+record of that session — its leader's pid and start time — in ``<folder>/.dvc/tmp/lead-pipeline/sessions/``
+for as long as it runs. The next flow on the workspace, holding the workspace lock (so no live flow owns
+those records), stops the sessions still recorded with :func:`stop_orphans`. The start time makes a record
+name that one process only: a pid reused by any other process — a user's shell, say — does not match.
+Reading a process's session and start time needs Linux's ``/proc``; elsewhere nothing is recorded or stopped
+(a killed flow's stage then runs on to its end).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+SESSIONS = ".dvc/tmp/lead-pipeline/sessions"
+
+
+def dvc_executable() -> str:
+    """``dvc`` next to this interpreter (the project's venv), else whatever is on PATH."""
+    local = Path(sys.executable).with_name("dvc")
+    return str(local) if local.exists() else "dvc"
+
+
+def logger() -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
+    """The Prefect run logger inside a flow or task run (what the UI shows), a plain logger outside one."""
+    from prefect import get_run_logger
+    from prefect.exceptions import MissingContextError
+
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("flows")
+
+
+class CommandError(RuntimeError):
+    """A command that exited non-zero; the message ends with the last lines it printed."""
+
+
+def git(args: list[str], cwd: Path) -> str:
+    """``git <args>`` in ``cwd``; its stdout, or :class:`CommandError` with its stderr."""
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CommandError(
+            f"`git {' '.join(args)}` in {cwd} failed ({done.returncode}):\n{done.stderr.strip()}"
+        )
+    return done.stdout
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """``(session id, start time in clock ticks since boot)`` of a live process, ``None`` when there is none
+    (or no ``/proc`` to ask)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # "pid (comm) state ppid pgrp session ... starttime ...": comm may hold spaces and parentheses.
+    fields = text.rpartition(")")[2].split()
+    if fields[0] in ("Z", "X"):  # dead, not yet reaped by its parent
+        return None
+    return int(fields[3]), int(fields[19])
+
+
+def run(
+    cmd: list[str],
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> None:
+    """Run ``cmd`` in ``cwd`` in a session of its own, recorded under ``cwd`` while it runs; each line it prints
+    goes to the run log (a training stage runs for hours) and to ``on_line``. A failure raises
+    :class:`CommandError` with the end of that output."""
+    log = logger()
+    log.info("%s", " ".join(cmd))
+    tail: collections.deque[str] = collections.deque(maxlen=60)
+    sessions = cwd / SESSIONS
+    sessions.mkdir(parents=True, exist_ok=True)
+    with subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        record = sessions / str(proc.pid)
+        stat = _stat(proc.pid)
+        if stat is not None:
+            record.write_text(str(stat[1]))
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.strip():
+                    log.info("%s", line.rstrip())
+                    tail.append(line)
+                    if on_line is not None:
+                        on_line(line.rstrip())
+        except BaseException:
+            # Ctrl-C, a cancelled task: its own session keeps the command from the terminal's SIGINT, so pass
+            # one on (DVC hands it to the stage, which marks its MLflow run failed) rather than wait for hours.
+            os.killpg(proc.pid, signal.SIGINT)
+            raise
+        finally:
+            proc.wait()
+            record.unlink(missing_ok=True)
+    if proc.returncode != 0:
+        raise CommandError(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{''.join(tail)}")
+
+
+def stop_orphans(folder: Path, timeout: float = 30.0) -> list[int]:
+    """Kill the process groups of the sessions recorded under ``folder`` whose leader still runs (commands a
+    killed flow started there), wait for the leaders to go, drop the records; returns the leaders' pids.
+
+    Only call it while holding the workspace lock: a live flow's records are its running commands.
+    """
+    sessions = folder / SESSIONS
+    stopped = []
+    for record in sorted(sessions.glob("*")) if sessions.is_dir() else []:
+        pid, started = int(record.name), record.read_text().strip()
+        # The leader of its own session (pid == session id) with the recorded start time: our command itself.
+        if started and _stat(pid) == (pid, int(started)):
+            os.killpg(pid, signal.SIGKILL)
+            stopped.append(pid)
+        record.unlink()
+    deadline = time.monotonic() + timeout
+    while any(_stat(pid) is not None for pid in stopped):
+        if time.monotonic() > deadline:
+            raise CommandError(f"processes {stopped} under {folder} did not stop within {timeout:.0f} s")
+        time.sleep(0.1)
+    return stopped

@@ -1,0 +1,37 @@
+"""Prefect's API for a flow started by hand (``python -m flows.pipeline``): one database migration at a time.
+
+Without ``PREFECT_API_URL`` Prefect starts a temporary server for the process (its *ephemeral* mode), which
+creates or migrates the database in ``PREFECT_HOME`` (sqlite) as it starts, unguarded across processes. Two
+flows started at once on a fresh home both migrate the same database: one fails (``No such index``,
+``duplicate column name``), or times out waiting for its server while the other holds the database.
+:func:`start_local_api` starts this process's server while holding a file lock in ``PREFECT_HOME``: the first
+process migrates, the next finds the database current. The flow then uses that same server (Prefect keeps one
+per process). With ``PREFECT_API_URL`` set — a Prefect server (``make prefect-server``), a deployment's worker,
+the tests' harness — the server migrated once when it started, and nothing here runs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from pathlib import Path
+
+LOCK = "lead-server-start.lock"
+
+
+def start_local_api() -> None:
+    """Start this process's temporary Prefect server under a lock in ``PREFECT_HOME`` when it will use one."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, PREFECT_SERVER_ALLOW_EPHEMERAL_MODE
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_ALLOW_EPHEMERAL_MODE.value():
+        return
+    home = Path(PREFECT_HOME.value())
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / LOCK).open("w") as fh:
+        fcntl.flock(
+            fh, fcntl.LOCK_EX
+        )  # released when the file closes, the server up and its database migrated
+        with get_client(sync_client=True) as client:
+            failed = client.api_healthcheck()
+        if failed is not None:
+            raise RuntimeError(f"the temporary Prefect server did not start: {failed}")

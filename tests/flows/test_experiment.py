@@ -1,0 +1,163 @@
+"""The pieces of a flow run as a DVC experiment: the params written, the copy of the workspace, the experiment
+saved, and the stopping of what a killed flow left running (the whole flow: tests/flows/test_pipeline.py)."""
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from flows.commands import SESSIONS, _stat, run, stop_orphans
+from flows.experiment import experiment_copy, save_experiment, write_overrides
+from lead.config import load_params
+from tests.conftest import ROOT
+from tests.flows.conftest import dvc
+
+GIT = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
+
+
+def git(ws, *args: str) -> str:
+    return subprocess.run([*GIT, *args], cwd=ws, capture_output=True, text=True, check=True).stdout
+
+
+def test_overrides_are_written_on_their_lines_and_nothing_else_changes(tmp_path):
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    overrides = [
+        "train.max_steps=7",
+        "evaluate.budgets=[24, 48]",
+        "train.stage2.enabled=true",
+        "tracking.uri=null",
+    ]
+    write_overrides(params, overrides)
+
+    assert load_params(params) == load_params(ROOT / "params.yaml", overrides)
+    before, after = (ROOT / "params.yaml").read_text().splitlines(), params.read_text().splitlines()
+    changed = [(old, new) for old, new in zip(before, after, strict=True) if old != new]
+    assert [new.split("#")[0].strip() for _, new in changed] == [
+        "max_steps: 7",
+        "enabled: true",
+        "budgets: [24, 48]",
+    ]
+    # the override's line keeps its comment, where it was
+    assert all(old.partition("#")[2] == new.partition("#")[2] for old, new in changed)
+
+
+def _sleeper(**kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], **kwargs)
+
+
+def test_only_a_recorded_session_whose_leader_is_the_recorded_process_is_stopped(tmp_path):
+    sessions = tmp_path / SESSIONS
+    sessions.mkdir(parents=True)
+    ours = _sleeper(start_new_session=True)  # what flows.commands.run starts
+    not_a_leader = _sleeper()  # in this test's session: a pid that another command's record may name
+    restarted = _sleeper(start_new_session=True)  # a leader, but started after the record was written
+    try:
+        time.sleep(0.2)
+        for proc, started in (
+            (ours, _stat(ours.pid)[1]),
+            (not_a_leader, _stat(not_a_leader.pid)[1]),
+            (restarted, 1),
+        ):
+            (sessions / str(proc.pid)).write_text(str(started))
+
+        assert stop_orphans(tmp_path) == [ours.pid]
+        assert ours.wait(timeout=10) == -signal.SIGKILL
+        assert not_a_leader.poll() is None and restarted.poll() is None
+        assert list(sessions.iterdir()) == []  # records of commands that are gone are dropped
+    finally:
+        for proc in (ours, not_a_leader, restarted):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_command_is_interrupted_with_the_flow_instead_of_waited_for(tmp_path):
+    script = "import time; print('started', flush=True); time.sleep(60)"
+
+    def stop(line: str) -> None:
+        raise KeyboardInterrupt  # what Ctrl-C does to the flow while the command runs
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run([sys.executable, "-c", script], tmp_path, on_line=stop)
+    assert time.monotonic() - started < 30
+    assert list((tmp_path / SESSIONS).iterdir()) == []  # it ended: nothing for a later flow to stop
+
+
+STAGE = """\
+import yaml
+steps = yaml.safe_load(open("params.yaml"))["train"]["max_steps"]
+open("steps.txt", "w").write(str(steps))
+open("resume.jsonl", "a").write(f"{steps}\\n")
+"""
+
+
+@pytest.mark.slow
+def test_the_copy_is_the_workspace_with_the_overrides_and_its_experiment_is_the_workspaces(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    shutil.copy(ROOT / "params.yaml", ws / "params.yaml")
+    (ws / "stage.py").write_text(STAGE)
+    (ws / "dvc.yaml").write_text(
+        textwrap.dedent("""\
+        stages:
+          steps:
+            cmd: python stage.py
+            deps: [stage.py]
+            params: [train.max_steps]
+            outs:
+              - steps.txt
+              - resume.jsonl:
+                  persist: true
+                  cache: false
+        """)
+    )
+    (ws / ".gitignore").write_text("/resume.jsonl\n")  # as the repository ignores data/curated/ and models/
+    (ws / "notes.txt").write_text("committed\n")
+    (ws / "gone.txt").write_text("committed\n")
+    git(ws, "init", "-q")
+    dvc(ws, "init", "-q")
+    git(ws, "add", "-A")
+    git(ws, "commit", "-q", "-m", "ws")
+    dvc(ws, "repro")  # dvc.lock and steps.txt's .gitignore stay uncommitted, as after a `make run`
+    (ws / "notes.txt").write_text("edited, not committed\n")
+    (ws / "gone.txt").unlink()
+    (ws / "new.txt").write_text("untracked\n")
+    status = git(ws, "status", "--porcelain")
+    params = (ws / "params.yaml").read_bytes()
+
+    with experiment_copy(ws, "run-1", ["train.max_steps=7"]) as copy:
+        assert copy.parent == ws / ".dvc/tmp/lead-pipeline/runs"
+        assert (copy / "notes.txt").read_text() == "edited, not committed\n"
+        assert not (copy / "gone.txt").exists()
+        assert (copy / "new.txt").exists()
+        assert (copy / "dvc.lock").read_bytes() == (ws / "dvc.lock").read_bytes()
+        assert (copy / "resume.jsonl").read_text() == (ws / "resume.jsonl").read_text()  # not cached: copied
+        shipped = load_params(ROOT / "params.yaml").train.max_steps
+        assert (copy / "steps.txt").read_text() == str(shipped)  # checked out from the workspace's cache
+        assert load_params(copy / "params.yaml").train.max_steps == 7
+        # Only the override makes the stage stale: no output is missing in the copy.
+        said = dvc(copy, "status", "--json").stdout
+        assert json.loads(said) == {
+            "steps": [{"changed deps": {"params.yaml": {"train.max_steps": "modified"}}}]
+        }
+        dvc(copy, "repro")
+        rev = save_experiment(copy, "seven", ["steps"])
+
+    assert not copy.exists() and "run-1" not in git(ws, "worktree", "list")
+    assert (ws / "params.yaml").read_bytes() == params and (ws / "steps.txt").read_text() != "7"
+    assert git(ws, "status", "--porcelain") == status
+    assert "up to date" in dvc(ws, "status").stdout
+    (baseline,) = json.loads(dvc(ws, "exp", "show", "--json").stdout)[1:]
+    (seven,) = [r for e in baseline["experiments"] for r in e["revs"]]
+    assert seven["name"] == "seven" and seven["rev"] == rev
+    assert seven["data"]["params"]["params.yaml"]["data"]["train"]["max_steps"] == 7
+    saved = git(ws, "show", f"{rev}:params.yaml")
+    assert saved.startswith("# yaml-language-server") and "max_steps: 7" in saved  # the comments are kept
+    dvc(ws, "exp", "apply", "seven")  # its outputs come from the shared cache
+    assert (ws / "steps.txt").read_text() == "7"
