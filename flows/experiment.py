@@ -12,8 +12,9 @@ git and by DVC, on the same file system as the DVC cache — holding what the wo
   checkpoints), without which DVC would call their stages changed. Copies, not links: the calibration cache is
   appended to in place. At full scale the checkpoints are large; this is the price of a run that cannot touch
   the workspace's resume state;
-* ``params.yaml`` with the overrides written in (:func:`write_overrides`: round-trip YAML, every other byte
-  kept, comments included), checked to read back as the params the flow validated.
+* ``params.yaml`` with the overrides written in (:func:`write_overrides`: DVC's round-trip YAML, the form
+  params.yaml is kept in, so every other line stays, comments included), checked to read back as the params
+  the flow validated.
 
 :func:`save_experiment` records the result with ``dvc exp save -n <name> <stages>``: one experiment commit on
 the workspace's ``HEAD``, listed by ``dvc exp show`` in the workspace; ``dvc exp apply <name>`` brings its
@@ -32,13 +33,11 @@ only keeps flows apart).
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from flows.commands import CommandError, dvc_executable, git, logger, run, stop_orphans
 from lead.config import apply_overrides, load_params
@@ -63,61 +62,14 @@ def clean_stale(workspace: Path) -> list[Path]:
     return stale
 
 
-def _flow_style(value: Any) -> Any:
-    """``value`` as ruamel writes it on one line (``[24, 48]``, ``{a: 1}``), the way an override is typed."""
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
-    node: CommentedMap | CommentedSeq
-    if isinstance(value, list):
-        node = CommentedSeq(_flow_style(v) for v in value)
-    elif isinstance(value, dict):
-        node = CommentedMap((k, _flow_style(v)) for k, v in value.items())
-    else:
-        return value
-    node.fa.set_flow_style()
-    return node
-
-
-def _round_trip(text: str) -> Any:
-    """A ruamel round-trip YAML (the parser DVC reads params with) that writes ``text``, loaded, back byte for
-    byte: comments and quotes kept, and the first indentation, of the usual ones, that reproduces the file."""
-    from ruamel.yaml import YAML
-
-    def make(mapping: int, offset: int) -> YAML:
-        rt = YAML()
-        rt.preserve_quotes = True
-        rt.width = 4096  # long comments and strings stay on their lines
-        rt.indent(mapping=mapping, sequence=mapping + offset, offset=offset)
-        # `null` as the shipped params.yaml writes it (ruamel's default is an empty value)
-        rt.representer.add_representer(
-            type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null")
-        )
-        return rt
-
-    for mapping, offset in ((2, 2), (2, 0), (4, 2), (4, 0)):
-        rt = make(mapping, offset)
-        out = io.StringIO()
-        rt.dump(rt.load(text), out)
-        if out.getvalue() == text:
-            return rt
-    return make(2, 2)  # a layout of its own: the file is rewritten in the shipped one
-
-
 def write_overrides(params_path: Path, overrides: list[str]) -> None:
-    """Apply ``overrides`` to ``params_path`` in place, as ``lead -S`` reads them, and change nothing else
-    (:func:`_round_trip`); each overridden value is written on its key's line."""
-    text = params_path.read_text(encoding="utf-8")
-    rt = _round_trip(text)
-    data = rt.load(text)
-    apply_overrides(data, overrides)
-    for key in (item.partition("=")[0] for item in overrides):
-        *parents, leaf = key.split(".")
-        node = data
-        for part in parents:
-            node = node[part]
-        node[leaf] = _flow_style(node[leaf])
-    with params_path.open("w", encoding="utf-8") as fh:
-        rt.dump(data, fh)
+    """Apply ``overrides`` to ``params_path`` in place, as ``lead -S`` reads them, through DVC's own YAML
+    round trip (what ``dvc exp run -S`` writes with): params.yaml is kept in that form (a contract test), so
+    only the overridden values' lines change, comments included."""
+    from dvc.utils.serialize import modify_yaml
+
+    with modify_yaml(str(params_path)) as data:
+        apply_overrides(data, overrides)
 
 
 def _carry_changes(workspace: Path, copy: Path) -> None:

@@ -13,6 +13,7 @@ the tests' harness — the server migrated once when it started, and nothing her
 from __future__ import annotations
 
 import fcntl
+import os
 from pathlib import Path
 
 LOCK = "lead-server-start.lock"
@@ -21,7 +22,13 @@ LOCK = "lead-server-start.lock"
 def start_local_api() -> None:
     """Start this process's temporary Prefect server under a lock in ``PREFECT_HOME`` when it will use one."""
     from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, PREFECT_SERVER_ALLOW_EPHEMERAL_MODE
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_HOME,
+        PREFECT_SERVER_ALLOW_EPHEMERAL_MODE,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+        temporary_settings,
+    )
 
     if PREFECT_API_URL.value() or not PREFECT_SERVER_ALLOW_EPHEMERAL_MODE.value():
         return
@@ -31,7 +38,12 @@ def start_local_api() -> None:
         fcntl.flock(
             fh, fcntl.LOCK_EX
         )  # released when the file closes, the server up and its database migrated
-        with get_client(sync_client=True) as client:
+        # Prefect waits 20 s for its temporary server; a loaded machine (two flows starting, a training) needs more.
+        waited = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") or "120"
+        with (
+            temporary_settings({PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: int(waited)}),
+            get_client(sync_client=True) as client,
+        ):
             failed = client.api_healthcheck()
         if failed is not None:
             raise RuntimeError(f"the temporary Prefect server did not start: {failed}")

@@ -88,3 +88,15 @@ def tiny_model(tmp_path_factory):
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path, problems
+
+
+@pytest.fixture(autouse=True)
+def _no_tracking_store_from_an_earlier_test():
+    """Each test starts without MLflow's process-wide tracking URI: ``mlflow.set_tracking_uri`` also sets
+    ``MLFLOW_TRACKING_URI`` in ``os.environ`` (for subprocesses), so a store one test chose would otherwise
+    receive the runs of the next test's stage subprocesses (``dvc repro`` in a throw-away workspace)."""
+    import sys
+
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
+    if "mlflow" in sys.modules:
+        sys.modules["mlflow"].set_tracking_uri(None)

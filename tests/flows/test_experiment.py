@@ -29,7 +29,7 @@ def test_overrides_are_written_on_their_lines_and_nothing_else_changes(tmp_path)
     shutil.copy(ROOT / "params.yaml", params)
     overrides = [
         "train.max_steps=7",
-        "evaluate.budgets=[24, 48]",
+        "evaluate.budgets=[24, 48, 96]",
         "train.stage2.enabled=true",
         "tracking.uri=null",
     ]
@@ -41,7 +41,9 @@ def test_overrides_are_written_on_their_lines_and_nothing_else_changes(tmp_path)
     assert [new.split("#")[0].strip() for _, new in changed] == [
         "max_steps: 7",
         "enabled: true",
-        "budgets: [24, 48]",
+        "- 24",
+        "- 48",
+        "- 96",
     ]
     # the override's line keeps its comment, where it was
     assert all(old.partition("#")[2] == new.partition("#")[2] for old, new in changed)
