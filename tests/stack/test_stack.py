@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from base64 import b64encode
@@ -111,6 +112,20 @@ def test_prefect_api_needs_the_auth_string(stack):
     assert status(f"{api}/work_pools/filter", data={}) == 401
     assert status(f"{api}/work_pools/filter", auth, data={}) == 200
     assert status(f"{api}/work_pools/lead-local", auth) == 200  # the pool the worker polls
+    # The worker authenticates too: it shows in the pool once it has sent its first heartbeat.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "lead-stack" not in workers(f"{api}/work_pools/lead-local", auth):
+        time.sleep(1)
+    assert "lead-stack" in workers(f"{api}/work_pools/lead-local", auth)
+
+
+def workers(pool: str, auth: str) -> list[str]:
+    request = urllib.request.Request(
+        f"{pool}/workers/filter", data=b"{}", headers={"Content-Type": "application/json"}
+    )
+    request.add_header("Authorization", "Basic " + b64encode(auth.encode()).decode())
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return [w["name"] for w in json.load(response)]
 
 
 @pytest.fixture
