@@ -16,7 +16,7 @@ PIP_VERSION := 26.3
 # Two workers, a test file per worker at a time (a module's fixtures, e.g. a vLLM server, are built once).
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: setup setup-gpu lock run check-params schema test test-fast lint format ablation bench clean help prefect-server deploy prefect-worker
+.PHONY: setup setup-gpu lock run check-params schema test test-fast lint format ablation bench clean help prefect-server deploy prefect-worker stack stack-down stack-status
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -93,6 +93,18 @@ deploy: $(STAMP)  ## the process work pool `lead-local` and the deployment 'lead
 
 prefect-worker: $(STAMP)  ## a worker that runs `lead-local` flow runs in this workspace (foreground)
 	$(PREFECT) worker start --pool lead-local
+
+# The team stack on one machine (README: Running at real scale; infra/stack.py): Postgres, MLflow and Prefect
+# servers, a worker, as plain processes on 127.0.0.1, state under .stack/. Ports: LEAD_STACK_{PG,MLFLOW,PREFECT}_PORT.
+stack: $(STAMP)  ## Postgres, MLflow (auth, proxied artifacts), Prefect (auth) + worker, DVC remote; `source .stack/env.sh`
+	$(PY) infra/stack.py install
+	$(PY) infra/stack.py up
+
+stack-down:  ## stop every process `make stack` started
+	$(PY) infra/stack.py down
+
+stack-status:  ## each service of the stack: up or down
+	$(PY) infra/stack.py status
 
 clean:  ## remove pipeline outputs (not the venv, not data/raw)
 	rm -rf data/curated models reports mlflow.db mlruns .pytest_cache

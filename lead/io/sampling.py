@@ -266,17 +266,21 @@ class ServerSampler:
     and spec (``tests/stages/test_generation_server.py``).
 
     ``model`` is the name the server must serve (:func:`served_model_name`): a server that holds another model
-    or dtype is refused before anything is sampled.
+    or dtype is refused before anything is sampled. ``api_key`` (default: ``LEAD_SERVE_API_KEY``) is sent as a
+    bearer token, for a server started with one (:func:`serve_command`).
     """
 
-    def __init__(self, url: str, model: str, *, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, url: str, model: str, *, connect_timeout: float = 10.0, api_key: str | None = None
+    ) -> None:
         import httpx
 
         self.url = url.rstrip("/")
         self.model = model
+        self._headers = auth_headers(api_key)
         self._timeout = httpx.Timeout(None, connect=connect_timeout)  # a long generation may take minutes
         try:
-            served = served_models(self.url, connect_timeout)
+            served = served_models(self.url, connect_timeout, api_key)
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
             raise ConnectionError(
                 f"generation server {self.url}: no OpenAI-compatible model list ({exc}); start one with "
@@ -318,7 +322,10 @@ class ServerSampler:
         import httpx
 
         async with httpx.AsyncClient(
-            base_url=self.url, timeout=self._timeout, limits=httpx.Limits(max_connections=None)
+            base_url=self.url,
+            timeout=self._timeout,
+            limits=httpx.Limits(max_connections=None),
+            headers=self._headers,
         ) as client:
 
             async def one(message: str) -> list[Completion]:
@@ -342,11 +349,20 @@ class ServerSampler:
             return list(await asyncio.gather(*(one(m) for m in messages)))
 
 
-def served_models(url: str, timeout: float) -> list[str]:
+API_KEY_ENV = "LEAD_SERVE_API_KEY"  # the generation server's key: `lead serve` requires it, clients send it
+
+
+def auth_headers(api_key: str | None = None) -> dict[str, str]:
+    """The bearer header for ``api_key`` (default: ``LEAD_SERVE_API_KEY``); none without a key."""
+    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def served_models(url: str, timeout: float, api_key: str | None = None) -> list[str]:
     """The model names a generation server at ``url`` serves (``/v1/models``); httpx's errors propagate."""
     import httpx
 
-    response = httpx.get(f"{url.rstrip('/')}/v1/models", timeout=timeout)
+    response = httpx.get(f"{url.rstrip('/')}/v1/models", timeout=timeout, headers=auth_headers(api_key))
     response.raise_for_status()
     return [m["id"] for m in response.json()["data"]]
 
@@ -388,7 +404,8 @@ def serve_command(
     not the model's ``generation_config.json``. On CPU the engine runs inside the server's engine process
     (``uni`` executor and ``VLLM_ENABLE_V1_MULTIPROCESSING=0``): a separate worker process spin-waits on its
     message queue: on 2 cores 60 problems x 8 samples took 6.3-9.0 s that way, 4.3-5.2 s without it.
-    Environment values already set win.
+    Environment values already set win. With ``LEAD_SERVE_API_KEY`` set, the server requires it as a bearer
+    token (vLLM's ``VLLM_API_KEY``: through the environment, not on the command line).
     """
     import sys
 
@@ -404,6 +421,8 @@ def serve_command(
             argv.append(f"--{'' if on else 'no-'}{key.replace('_', '-')}")
         argv += ["--distributed-executor-backend", "uni"]
         env = {**CPU_ENGINE_ENV, **CPU_KV_CACHE_ENV}
+    if os.environ.get(API_KEY_ENV):
+        env["VLLM_API_KEY"] = os.environ[API_KEY_ENV]
     return argv, {k: v for k, v in env.items() if k not in os.environ}
 
 
