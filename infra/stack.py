@@ -332,13 +332,21 @@ def running(cfg: dict, name: str) -> int | None:
     return pid if pid and alive(pid) else None
 
 
-def start_mlflow(cfg: dict, sec: dict[str, str]) -> int | None:
-    pid = running(cfg, "mlflow")
+def to_start(cfg: dict, name: str, where: str, port: int | None = None) -> bool:
+    """Whether ``name`` must be started: False (said) when it already runs; else its ``port`` must be free."""
+    pid = running(cfg, name)
     if pid:
-        print(f"mlflow: already running (pid {pid}, {urls(cfg)['mlflow']})")
-        return None
+        print(f"{name}: already running (pid {pid}, {where})")
+        return False
+    if port is not None:
+        check_port(name, port)
+    return True
+
+
+def start_mlflow(cfg: dict, sec: dict[str, str]) -> int | None:
     port = cfg["ports"]["mlflow"]
-    check_port("mlflow", port)
+    if not to_start(cfg, "mlflow", urls(cfg)["mlflow"], port):
+        return None
     if not (cfg["pylib"] / ".installed").is_file():
         raise StackError(
             f"mlflow: its extra modules are missing ({cfg['pylib']}): run `python infra/stack.py install`"
@@ -371,12 +379,9 @@ def prefect_env(cfg: dict) -> dict[str, str]:
 
 
 def start_prefect(cfg: dict, sec: dict[str, str]) -> int | None:
-    pid = running(cfg, "prefect")
-    if pid:
-        print(f"prefect: already running (pid {pid}, {urls(cfg)['prefect_ui']})")
-        return None
     port = cfg["ports"]["prefect"]
-    check_port("prefect", port)
+    if not to_start(cfg, "prefect", urls(cfg)["prefect_ui"], port):
+        return None
     env = {
         **prefect_env(cfg),
         "PREFECT_API_DATABASE_CONNECTION_URL": db_uri(cfg, sec, "prefect", "asyncpg"),
@@ -389,9 +394,7 @@ def start_prefect(cfg: dict, sec: dict[str, str]) -> int | None:
 
 
 def start_worker(cfg: dict, sec: dict[str, str]) -> None:
-    pid = running(cfg, "worker")
-    if pid:
-        print(f"worker: already running (pid {pid}, pool lead-local)")
+    if not to_start(cfg, "worker", "pool lead-local"):
         return
     env = {**prefect_env(cfg), **client_env(cfg, sec)}
     prefect = str(BIN / "prefect")
