@@ -31,7 +31,10 @@ class ExperimentRow:
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"train": {"max_steps": 5}}`` → ``{"train.max_steps": 5}`` (lists stay values)."""
+    """``{"train": {"max_steps": 5}}`` → ``{"train.max_steps": 5}`` (lists stay values).
+
+    The same as :func:`lead.io.tracking.flatten`, which every stage imports to log params: kept apart so that
+    the pure core imports no I/O and the stages' code dependencies (dvc.yaml) do not include this view."""
     out: dict[str, Any] = {}
     for key, value in data.items():
         if isinstance(value, Mapping):
