@@ -58,7 +58,9 @@ class _Files(threading.Thread):
         self._watch(self.control, recursive=False)
         self._watch(root)
 
-    def _watch(self, folder: Path, recursive: bool = True) -> None:
+    def _watch(self, folder: Path, recursive: bool = True, new: bool = False) -> None:
+        """Watch ``folder`` (and its sub-folders); ``new``: it was just created, so what is already in it was
+        written before its watch existed (inotify's race: a writer faster than this thread) and counts."""
         if folder.name in _SKIP_DIRS and folder != self.control:
             return
         wd = self.libc.inotify_add_watch(self.fd, str(folder).encode(), MASK)
@@ -66,11 +68,14 @@ class _Files(threading.Thread):
             self.watches[wd] = folder
         if recursive:
             try:
-                children = [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()]
+                entries = [p for p in folder.iterdir() if not p.is_symlink()]
             except OSError:
                 return
-            for child in children:
-                self._watch(child)
+            for entry in entries:
+                if entry.is_dir():
+                    self._watch(entry, new=new)
+                elif new:
+                    self.written.add(entry.relative_to(self.root).as_posix())
 
     def run(self) -> None:
         buffer = b""
@@ -94,7 +99,7 @@ class _Files(threading.Thread):
                     continue
                 if mask & IN_ISDIR:
                     if mask & (IN_CREATE | IN_MOVED_TO):
-                        self._watch(path)
+                        self._watch(path, new=True)
                     continue
                 relative = path.relative_to(self.root).as_posix()
                 if mask & IN_CLOSE_NOWRITE:
