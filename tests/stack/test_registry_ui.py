@@ -42,7 +42,7 @@ from tests.conftest import ROOT
 from tests.stages import test_register
 from tests.stages.test_register import evaluated
 
-pytestmark = pytest.mark.slow  # two tiny models registered, mlflow server, 6 pages rendered: ~2.5 min, 2 busy cores
+pytestmark = pytest.mark.slow  # 2 tiny models registered, mlflow server, 6 pages: ~2.5 min on 2 busy cores
 
 params = test_register.params  # the register tests' fixture: a tiny trained model and its train run
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
