@@ -294,11 +294,12 @@ def test_a_reviewer_can_click_through_the_challengers_version_page(params: Param
     text = " ".join(page.text)
     assert page.cells[:7] == ["proxy", "0.2500", "0.3000", "-0.0500", "50.0", "60.0", "-10.0"], page.cells
     assert "| proxy |" not in text and "**" not in text, text[:500]
+    # @champion is text, not a link to github.com/champion (GitHub-flavored mentions); no link is "null".
+    assert not [h for h, _ in page.links if h == "null" or "github.com/champion" in (h or "")]
     assert "against the current @champion (version 1)" in text and "\\@" not in text
     # Every link of the description is on the page, with its target; none is dead, empty or a GitHub mention.
     assert {label: href for href, label in page.described} == dict(described)
     assert not [h for h, _ in page.described if not h or h == "null" or "github.com" in h]
-    assert not [h for h, _ in page.links if h == "null" or "github.com/champion" in (h or "")]
     # The version's Source Run is the register run, and it shows the registered figures and params.
     assert (source_run, "register") in page.links
     for key in ("source", "evaluate"):
