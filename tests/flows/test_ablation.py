@@ -117,3 +117,15 @@ def _flow_name(state) -> str:
 
     with get_client(sync_client=True) as client:
         return client.read_flow_run(state.state_details.flow_run_id).name
+
+
+def test_cells_on_cpu_share_the_cores_instead_of_each_taking_all(monkeypatch):
+    from flows import ablation
+
+    monkeypatch.setattr(ablation.os, "sched_getaffinity", lambda _: set(range(16)), raising=False)
+    assert [ablation.cpu_threads(n) for n in (1, 2, 3, 32)] == [16, 8, 5, 1]
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert ablation._env("p", "u", threads=8)["OMP_NUM_THREADS"] == "8"
+    assert "OMP_NUM_THREADS" not in ablation._env("p", "u", gpu="0")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's own setting wins
+    assert ablation._env("p", "u", threads=8)["OMP_NUM_THREADS"] == "3"
