@@ -261,7 +261,10 @@ def read_pid(cfg: dict, name: str) -> int | None:
 
 
 def port_free(port: int) -> bool:
+    """Whether nothing listens on 127.0.0.1:``port``. SO_REUSEADDR, as the servers set it: the closing
+    connections of a server that was killed (FIN-WAIT, TIME-WAIT) do not keep its port from it."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
