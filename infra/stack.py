@@ -459,6 +459,8 @@ def start_mlflow(cfg: dict, sec: dict[str, str]) -> int | None:
         f"admin_username = {ADMIN}\n"
         "# admin_password: from MLFLOW_AUTH_ADMIN_PASSWORD (infra/stack.py, .stack/secrets.env)\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+        "# a password's PBKDF2 check once a minute, not on every request (one worker: no stale entries)\n"
+        "auth_cache_ttl_seconds = 60\n"
     )
     env = {
         "MLFLOW_BACKEND_STORE_URI": db_uri(cfg, sec, "mlflow", "psycopg2"),
@@ -466,6 +468,8 @@ def start_mlflow(cfg: dict, sec: dict[str, str]) -> int | None:
         "MLFLOW_AUTH_CONFIG_PATH": str(auth_ini),
         "MLFLOW_AUTH_ADMIN_PASSWORD": sec["LEAD_STACK_MLFLOW_ADMIN_PASSWORD"],
         "MLFLOW_FLASK_SERVER_SECRET_KEY": sec["LEAD_STACK_MLFLOW_SECRET_KEY"],
+        # No job runner (GenAI scorers, judges; lead uses none): its 7 idle huey consumers poll a core's third.
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
         "PYTHONPATH": str(cfg["pylib"]),
     }
     cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
