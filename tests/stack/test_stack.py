@@ -31,7 +31,6 @@ from base64 import b64encode
 from pathlib import Path
 
 import mlflow
-import mlflow.tracking._tracking_service.utils as mlflow_utils
 import pytest
 import yaml
 from mlflow import MlflowClient
@@ -111,9 +110,9 @@ def stack():
         "prefect": prefect_api,
         "client": client,
     }
-    # This process is a client of the MLflow server too (the tests' MlflowClient, `lead promote`, load_model).
-    saved = {k: os.environ.get(k) for k in client if k.startswith("MLFLOW_")}
-    saved_uri = mlflow_utils._tracking_uri  # what mlflow.set_tracking_uri set, if anything (promote sets it)
+    # This process is a client of the MLflow server too (the tests' MlflowClient, `lead promote`, load_model);
+    # the tracking URI itself is set per test (tests/conftest.py clears it before each one).
+    saved = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")}
     os.environ.update({k: client[k] for k in saved})
     try:
         assert started.returncode == 0, started.stdout + started.stderr
@@ -125,9 +124,6 @@ def stack():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        mlflow_utils._tracking_uri = (
-            saved_uri  # the next module on this worker is not pointed at a dead server
-        )
         shutil.rmtree(state, ignore_errors=True)
 
 
@@ -393,7 +389,10 @@ def test_the_killed_stage_failed_clearly_and_the_retry_left_one_complete_version
     assert [v.version for v in versions] == ["2"], [(v.version, v.tags.get("lead.state")) for v in versions]
 
 
-def test_the_version_is_registered_on_the_server_with_lineage_aliases_and_loads(pipeline, stack, workspace):
+def test_the_version_is_registered_on_the_server_with_lineage_aliases_and_loads(
+    pipeline, stack, workspace, monkeypatch
+):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", stack["mlflow"])  # as `source .stack/env.sh` does
     client = MlflowClient(stack["mlflow"])
     _, parent = parent_run(client)
     (version,) = client.search_model_versions(f"name = '{MODEL}'")
@@ -432,7 +431,25 @@ def test_a_fresh_clone_pulls_from_the_remote_and_reproduces_nothing(pipeline, st
     dvc(clone, "remote", "add", "-d", "--local", "stack", str(stack["state"] / "dvc-remote"))
     dvc(clone, "pull")
     assert (clone / "models" / "train_stage2" / "config.json").exists()
-    repro = dvc(clone, "repro")
+    # What the remote cannot hold: the resume state DVC does not cache (persist, cache: false — calibration
+    # caches, training checkpoints). A plain `dvc repro` calls those stages changed for it alone...
+    status = json.loads(dvc(clone, "status", "--json").stdout)
+    changes = {
+        (stage, path)
+        for stage, entries in status.items()
+        for entry in entries
+        for path, change in (entry.get("changed outs") or {}).items()
+        if change == "deleted"
+    }
+    uncached = {
+        ("calibrate", "data/curated/calibration_cache.jsonl"),
+        ("train", "models/train_checkpoints"),
+        ("calibrate_stage2", "data/curated/calibration_cache_stage2.jsonl"),
+        ("train_stage2", "models/train_stage2_checkpoints"),
+    }
+    assert changes == uncached and set(status) == {stage for stage, _ in uncached}, status
+    # ... so a fresh clone reproduces with --allow-missing: no stage runs, every output came from the remote.
+    repro = dvc(clone, "repro", "--allow-missing")
     assert "Running stage" not in repro.stdout, repro.stdout
     for stage in STAGES:
         assert f"Stage '{stage}' didn't change, skipping" in repro.stdout, repro.stdout
