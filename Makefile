@@ -73,8 +73,8 @@ format: $(STAMP)  ## ruff: fix what can be fixed, format
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-ablation: $(STAMP)  ## the paper's ablation on the proxy (variants x seeds; needs `make run` first), reports/ablation/
-	$(PY) -m lead.cli ablation
+ablation: check-params  ## the paper's ablation on the proxy: `dvc repro ablation/dvc.yaml` (variants x seeds, then the report)
+	$(VENV)/bin/dvc repro ablation/dvc.yaml
 
 bench: $(STAMP)  ## benchmarks (not tests): print measured ratios, write bench/RESULTS.md
 	$(PY) -m bench
@@ -87,7 +87,7 @@ PREFECT := PREFECT_API_URL=$(PREFECT_API_URL) PREFECT_SERVER_ANALYTICS_ENABLED=f
 prefect-server: $(STAMP)  ## a local Prefect server on 127.0.0.1:4200 (foreground; UI at http://127.0.0.1:4200)
 	$(PREFECT) server start --host 127.0.0.1 --port 4200
 
-deploy: $(STAMP)  ## the process work pool `lead-local` and the deployment 'lead-pipeline/local' (prefect.yaml)
+deploy: $(STAMP)  ## the process work pool `lead-local`, the deployments 'lead-pipeline/local' and 'lead-ablation/local'
 	$(PREFECT) work-pool create lead-local --type process --overwrite
 	$(PREFECT) --no-prompt deploy --prefect-file prefect.yaml -n local
 

@@ -137,6 +137,42 @@ def workspace_lock(workspace: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+@dataclasses.dataclass(frozen=True)
+class FlowPlace:
+    """Where a flow run runs (the workspace, or its DVC-experiment copy), its tracking URI, its MLflow parent
+    run and, with overrides, the name its experiment is saved under."""
+
+    run_dir: Path
+    tracking_uri: str
+    parent: Any
+    experiment: str | None
+
+
+@contextlib.contextmanager
+def flow_place(
+    root: Path, params: Params, overrides: list[str], run_name: str, stage: str
+) -> Iterator[FlowPlace]:
+    """Hold the workspace lock, clear what a killed flow left, then run in the workspace (no overrides) or in a
+    DVC-experiment copy of it with ``overrides`` written in, under one MLflow parent run (``run_name``, tag
+    ``stage``): what every lead flow does around its stages."""
+    import mlflow
+    from prefect.runtime import flow_run
+
+    from lead.io.tracking import tracking_uri, use_experiment
+
+    # chdir: the tracking URI's default (an sqlite file) is found from the workspace
+    with workspace_lock(root), contextlib.chdir(root):
+        clean_stale(root)
+        uri = tracking_uri(params)
+        use_experiment(params)
+        name = f"{flow_run.name}-{str(flow_run.id)[:8]}" if overrides else None
+        copy = (
+            experiment_copy(root, str(flow_run.id), overrides) if overrides else contextlib.nullcontext(root)
+        )
+        with copy as run_dir, mlflow.start_run(run_name=run_name, tags={"stage": stage}) as parent:
+            yield FlowPlace(run_dir, uri, parent, name)
+
+
 @task(name="push", retries=2, retry_delay_seconds=30)
 def push_task(workspace: str) -> None:
     """``dvc push``: the run's data and models to the DVC remote (the GPU deployment does this)."""
@@ -248,9 +284,6 @@ def lead_pipeline(
     """Run the pipeline's DVC stages in order — in the workspace, or with ``overrides`` as a DVC experiment in a
     copy of it; returns each stage's summary and outcome, the MLflow parent run id and the experiment."""
     import mlflow
-    from prefect.runtime import flow_run
-
-    from lead.io.tracking import tracking_uri, use_experiment
 
     root = Path(workspace).resolve()
     overrides = list(overrides or [])
@@ -263,43 +296,32 @@ def lead_pipeline(
         raise FileNotFoundError("dvc is not installed in this environment (make setup)")
     logger = get_run_logger()
 
-    # chdir: the tracking URI's default (an sqlite file) is found from the workspace
-    with workspace_lock(root), contextlib.chdir(root):
-        clean_stale(root)
-        uri = tracking_uri(params)
-        use_experiment(params)
-        name = f"{flow_run.name}-{str(flow_run.id)[:8]}" if overrides else None
-        place = (
-            experiment_copy(root, str(flow_run.id), overrides) if overrides else contextlib.nullcontext(root)
-        )
-        with (
-            place as run_dir,
-            mlflow.start_run(run_name="lead-pipeline", tags={"stage": "pipeline"}) as parent,
-        ):
-            mlflow.log_params({"overrides": " ".join(overrides) or "-", "stages": ",".join(chosen)})
-            mlflow.log_artifact(str(run_dir / "params.yaml"))
-            rows = {stage: StageRow(stage, "not run") for stage in chosen}
-            experiment = None
+    with flow_place(root, params, overrides, "lead-pipeline", "pipeline") as place:
+        run_dir, uri, parent, name = place.run_dir, place.tracking_uri, place.parent, place.experiment
+        mlflow.log_params({"overrides": " ".join(overrides) or "-", "stages": ",".join(chosen)})
+        mlflow.log_artifact(str(run_dir / "params.yaml"))
+        rows = {stage: StageRow(stage, "not run") for stage in chosen}
+        experiment = None
+        try:
+            for stage in chosen:
+                rows[stage] = StageRow(stage, "failed")  # until its task returns
+                state = TASKS[stage](str(run_dir), parent.info.run_id, uri, pull, return_state=True)
+                done = state.result()  # the stage's error, if it failed
+                rows[stage] = StageRow(stage, done["outcome"], done["summary"], done["seconds"])
+            if name:
+                rev = save_task(str(run_dir), name, chosen)
+                baseline = git(["rev-parse", "HEAD"], root).strip()
+                experiment = {"name": name, "rev": rev, "baseline": baseline}
+                mlflow.set_tags({"dvc.experiment": name, "dvc.experiment_rev": rev})
+            if push:
+                push_task(str(run_dir))
+            if (run_dir / "dvc.lock").exists():
+                mlflow.log_artifact(str(run_dir / "dvc.lock"))
+        finally:
             try:
-                for stage in chosen:
-                    rows[stage] = StageRow(stage, "failed")  # until its task returns
-                    state = TASKS[stage](str(run_dir), parent.info.run_id, uri, pull, return_state=True)
-                    done = state.result()  # the stage's error, if it failed
-                    rows[stage] = StageRow(stage, done["outcome"], done["summary"], done["seconds"])
-                if name:
-                    rev = save_task(str(run_dir), name, chosen)
-                    baseline = git(["rev-parse", "HEAD"], root).strip()
-                    experiment = {"name": name, "rev": rev, "baseline": baseline}
-                    mlflow.set_tags({"dvc.experiment": name, "dvc.experiment_rev": rev})
-                if push:
-                    push_task(str(run_dir))
-                if (run_dir / "dvc.lock").exists():
-                    mlflow.log_artifact(str(run_dir / "dvc.lock"))
-            finally:
-                try:
-                    _publish(parent, uri, overrides, experiment, rows)
-                except Exception as exc:  # the summary is for people: never the reason a run fails
-                    logger.warning("no summary artifact for this run: %s", exc)
+                _publish(parent, uri, overrides, experiment, rows)
+            except Exception as exc:  # the summary is for people: never the reason a run fails
+                logger.warning("no summary artifact for this run: %s", exc)
     return {
         "mlflow_parent_run_id": parent.info.run_id,
         "stages": {stage: row.summary for stage, row in rows.items()},

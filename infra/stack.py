@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The team stack on one machine, as plain processes on 127.0.0.1, all state under ``.stack/``.
 
-    python infra/stack.py install      # postgresql (apt, only when missing) + pyproject.toml's `stack` extra
+    python infra/stack.py install      # postgresql, chromium (apt, only when missing) + pyproject's `stack` extra
     python infra/stack.py up           # make stack:        start what is not running, wait for health
     python infra/stack.py status       # make stack-status: each service up/down
     python infra/stack.py down         # make stack-down:   stop everything it started (pids under .stack/)
@@ -103,6 +103,14 @@ def install(cfg: dict) -> None:
         subprocess.run(["apt-get", "install", "-y", "-qq", "postgresql"], check=True, env=env)
         if pg_bindir() is None:
             raise StackError("apt-get installed postgresql but initdb/pg_ctl are not found")
+    if shutil.which("chromium") is None:  # tests/stack/test_registry_ui.py: the registry review in a browser
+        if os.geteuid() != 0:
+            print("stack: chromium is not installed (`sudo apt-get install -y chromium`): its test skips")
+        else:
+            print("stack: installing chromium (apt-get)", flush=True)
+            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+            subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+            subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env)
     pylib = cfg["pylib"]
     stamp = pylib / ".installed"
     requirements, lock = stack_requirements(), lock_file()

@@ -7,6 +7,7 @@ and the Prefect flow call. ``--set key=value`` overrides ``params.yaml`` for one
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Annotated
@@ -494,18 +495,52 @@ def ablation_(
     overrides: SetOpt = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="Result JSON (default reports/ablation/ablation.json); .md/.png beside it."),
+        typer.Option(help="Also copy the result JSON here (its .md and .png beside it)."),
     ] = None,
 ) -> None:
-    """The paper's ablation on the proxy: GRPO, GRPO+L, GRPO+L+AD, GRPO-LEAD x seeds, trained and evaluated alike."""
+    """The paper's ablation on the proxy (ablation/dvc.yaml): `dvc repro` of its cells (variants x seeds of
+    ablation:) and its report; with -S, a DVC experiment (`dvc exp run ablation/dvc.yaml -S ...`)."""
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+
     from rich.markdown import Markdown
 
     from lead.core import ablation
     from lead.stages import ablation as stage
 
-    result = stage.run(_params(path, overrides), out)
-    console.print(Markdown(ablation.markdown(result["summary"], result["target"], result["baseline"])))
-    console.print(f"{result['seconds']} s; MLflow parent run {result['mlflow_run_id']}", highlight=False)
+    if path.resolve() != DEFAULT_PARAMS.resolve():
+        console.print(
+            f"[bold red]error:[/] the ablation pipeline reads {DEFAULT_PARAMS.name}: give -S instead of --params"
+        )
+        raise typer.Exit(2)
+    params = _params(path, overrides)
+    try:
+        args = shlex.split(_dvc_args(path, overrides)) if overrides else []
+    except ParamsError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    beside = Path(sys.executable).with_name("dvc")  # this environment's DVC, as `make run` uses
+    dvc = str(beside) if beside.exists() else shutil.which("dvc") or "dvc"
+    command = [dvc, "exp", "run", "ablation/dvc.yaml", *args] if args else [dvc, "repro", "ablation/dvc.yaml"]
+    console.print(" ".join(shlex.quote(c) for c in command), highlight=False)
+    done = subprocess.run(command, cwd=DEFAULT_PARAMS.parent)
+    if done.returncode:
+        raise typer.Exit(done.returncode)
+    result_file = stage.out_dir(params) / stage.OUTPUT
+    result = json.loads(result_file.read_text())
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in (".json", ".md", ".png"):
+            shutil.copyfile(result_file.with_suffix(suffix), out.with_suffix(suffix))
+    console.print(
+        Markdown(
+            ablation.markdown(
+                result["summary"], result["target"], result["claims"], result["gains"], result["notes"]
+            )
+        )
+    )
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -815,30 +816,60 @@ class RegisterParams(Section):
     )
 
 
-AblationVariant = Literal["grpo", "grpo_l", "grpo_l_ad", "lead", "improved"]
+# The paper's ablation (GRPO-LEAD.md): each variant is the train keys it sets over params.yaml's ``train:``.
+DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
+    "grpo": {"length_reward": False, "penalty": False, "reweight": False},
+    "grpo_l": {"length_reward": True, "penalty": False, "reweight": False},
+    "grpo_l_ad": {"length_reward": True, "penalty": False, "reweight": True},
+    "lead": {"length_reward": True, "penalty": True, "reweight": True},
+}
+VariantName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=40)]
 
 
 class AblationParams(Section):
-    """``ablation``: ``lead ablation`` — the paper's ablation on the proxy (variants x seeds, one budget)."""
+    """``ablation``: the paper's ablation on the proxy, the DVC pipeline ``ablation/dvc.yaml`` (one cell per
+    variant x seed, trained and evaluated alike, then one report)."""
 
-    variants: list[AblationVariant] = Field(
-        default_factory=lambda: ["grpo", "grpo_l", "grpo_l_ad", "lead"],
+    variants: dict[VariantName, dict[str, Any]] = Field(
+        default_factory=lambda: {k: dict(v) for k, v in DEFAULT_VARIANTS.items()},
         min_length=1,
-        description="variants trained and evaluated: grpo (L, E, AD off), grpo_l, grpo_l_ad, lead (GRPO-LEAD), "
-        "improved (lead under the improved preset)",
+        description="name -> the train keys it sets over train: (grpo = L, E, AD off; grpo_l; grpo_l_ad; "
+        "lead = GRPO-LEAD; e.g. lead_faithful: {preset: faithful}); a cell reruns only when its own "
+        "variant's keys change",
     )
     seeds: list[Seed] = Field(
-        default_factory=lambda: [0, 1, 2],
+        default_factory=lambda: [0, 1, 2, 3, 4],
         min_length=1,
-        description="one run per variant and seed (its train.seed and evaluate.seed)",
+        description="one cell per variant and seed (its train.seed and evaluate.seed); the warm start is "
+        "evaluated with each seed too, so every comparison is paired by seed",
     )
-    max_steps: int | None = Field(None, ge=1, description="RL steps per run; null = train.max_steps")
+    max_steps: int | None = Field(None, ge=1, description="RL steps per cell; null = train.max_steps")
 
     @model_validator(mode="after")
     def _unique(self) -> AblationParams:
-        if len(set(self.variants)) != len(self.variants) or len(set(self.seeds)) != len(self.seeds):
-            raise _rule("variants", self.variants, "variants and seeds must not repeat")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise _rule("seeds", self.seeds, "seeds must not repeat")
+        for name, keys in self.variants.items():
+            bad = sorted(set(keys) & {"seed", "max_steps", "stage2"})
+            if bad:
+                raise _rule(
+                    f"variants.{name}",
+                    bad,
+                    "a variant sets train keys; seeds and steps are ablation.seeds and ablation.max_steps",
+                )
         return self
+
+    def variant_train(self, train: TrainParams, name: str, seed: int) -> TrainParams:
+        """``train`` with variant ``name``'s keys, ``seed`` and the ablation's step budget (validated)."""
+        data = train.model_dump()
+        data.update(self.variants[name], seed=seed, max_steps=self.max_steps or train.max_steps)
+        try:
+            return TrainParams.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise _rule(
+                f"variants.{name}", self.variants[name], f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
+            ) from None
 
 
 class Params(Section):
@@ -866,7 +897,8 @@ class Params(Section):
         RegisterParams(), alias="register", description="stage register: MLflow registry and champion gate"
     )
     ablation: AblationParams = Field(
-        AblationParams(), description="`lead ablation`: the paper's ablation on the proxy (not a DVC stage)"
+        AblationParams(),
+        description="the paper's ablation on the proxy (ablation/dvc.yaml, `make ablation`): variants x seeds",
     )
 
     @model_validator(mode="after")
@@ -876,4 +908,14 @@ class Params(Section):
                 "evaluate.model = 'train_stage2' needs the curriculum's stage 2: set train.stage2.enabled: true "
                 "(or evaluate train)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _ablation_variants(self) -> Params:
+        for name in self.ablation.variants:  # every variant must make valid train settings
+            try:
+                self.ablation.variant_train(self.train, name, seed=0)
+            except ValueError as exc:  # a _rule (rule, key, value) of the ablation section
+                rule, key, value = exc.args
+                raise _rule(f"ablation.{key}", value, rule) from None
         return self

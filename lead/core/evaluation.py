@@ -16,8 +16,11 @@ Metrics
 * **Truncation rate**: share of samples that hit ``max_new_tokens`` before EOS.
 * **Token-budget sweep**: the same samples scored as if generation had stopped at a smaller budget ``B``:
   a sample longer than ``B`` tokens has no answer (wrong). No resampling, so the curve costs nothing.
-* **Difficulty bands**: per band (e.g. MATH-500 ``level``), Cons@k, the answered share (samples with an
-  answer / samples), precision (correct / answered) and Pass@1 (= answered × precision).
+* **Answered, precision** (the paper's claim for its explicit penalty: fewer wrong answers among those given):
+  a sample *answered* when it ended by itself (EOS) with an extracted answer — a completion cut at the token
+  limit gave no answer, whatever number its text last mentioned. Precision = correct answered / answered.
+  Pass@1 = answered × precision + the share correct among the cut ones (graded as written, as the field does).
+* **Difficulty bands**: per band (e.g. MATH-500 ``level``), Cons@k, the answered share, precision and Pass@1.
 
 Samples that were never generated (the prompt left no room for ``max_new_tokens`` in the model's context
 window, see ``lead.stages.evaluate``) count as unanswered and wrong in every accuracy metric and are left
@@ -257,16 +260,33 @@ def truncation_rate(samples: Iterable[Sample]) -> float | None:
     return _mean(float(not s.finished) for s in samples if s.generated)
 
 
+def answered(sample: Sample) -> bool:
+    """Did the sample give an answer: it ended by itself (EOS, not the token limit) with one extracted?"""
+    return sample.finished and sample.answer is not None
+
+
 def answered_share(samples: Iterable[Sample]) -> float:
-    """Share of samples with an extracted answer (never-generated samples count as unanswered).
+    """Share of samples :func:`answered` (never-generated and cut-off samples count as unanswered).
 
     >>> answered_share([Sample("1", True, 10), Sample(None, False, 256, finished=False)])
     0.5
+    >>> answered_share([Sample("7", True, 256, finished=False)])  # cut at the limit: no answer given
+    0.0
     """
     samples = list(samples)
     if not samples:
         raise ValueError("no samples")
-    return sum(s.answer is not None for s in samples) / len(samples)
+    return sum(map(answered, samples)) / len(samples)
+
+
+def precision(samples: Iterable[Sample]) -> float | None:
+    """Correct among the answered (:func:`answered`); ``None`` when nothing was answered.
+
+    >>> precision([Sample("1", True, 9), Sample("2", False, 9), Sample("1", True, 256, finished=False)])
+    0.5
+    """
+    given = [s for s in samples if answered(s)]
+    return sum(s.correct for s in given) / len(given) if given else None
 
 
 def accuracy_by_length(samples: Iterable[Sample], bins: int = 8) -> list[tuple[float, float, int]]:
@@ -351,7 +371,7 @@ def budget_sweep(
 # --------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BandRow:
-    """One difficulty band. precision = correct / answered (``None`` when nothing was answered)."""
+    """One difficulty band. precision = correct answered / answered (``None`` when nothing was answered)."""
 
     band: str
     problems: int
@@ -369,7 +389,8 @@ def _natural_key(band: str) -> list[int | str]:
 def band_table(problems: Sequence[ProblemSamples], *, equal: Equal = answers_equal) -> list[BandRow]:
     """One :class:`BandRow` per band, in natural order (``level_2`` before ``level_10``).
 
-    Pass@1 = answered × precision: it separates "answers less often" from "answers wrongly more often".
+    Pass@1 = answered × precision (+ the cut-off samples graded correct): it separates "answers less often"
+    from "answers wrongly more often".
 
     >>> rows = band_table([
     ...     ProblemSamples((Sample("3", True, 9), Sample(None, False, 9)), band="level_1"),
@@ -385,14 +406,13 @@ def band_table(problems: Sequence[ProblemSamples], *, equal: Equal = answers_equ
     for band in sorted(bands, key=_natural_key):
         group = bands[band]
         samples = [s for p in group for s in p.samples]
-        answered = sum(s.answer is not None for s in samples)
         rows.append(
             BandRow(
                 band=band,
                 problems=len(group),
                 cons=mean_cons_at_k(group, equal=equal),
-                answered=answered / len(samples),
-                precision=sum(s.correct for s in samples) / answered if answered else None,
+                answered=answered_share(samples),
+                precision=precision(samples),
                 pass_at_1=mean_pass_at_1(group),
             )
         )
@@ -410,7 +430,7 @@ def benchmark_metrics(
 ) -> Metrics:
     """Every metric of one benchmark under flat, MLflow-safe names (no ``@``; ``None`` = undefined).
 
-    ``pass_at_{k}`` for :func:`pass_at_k_values`, ``cons_at_{n}``, ``answered``, ``len_avg``,
+    ``pass_at_{k}`` for :func:`pass_at_k_values`, ``cons_at_{n}``, ``answered``, ``precision``, ``len_avg``,
     ``len_correct``, ``len_incorrect``, ``truncation_rate``, ``budget_{B}.{pass_at_1,cons_at_{n},answered}``
     and, when the benchmark has difficulty bands, ``{band}.{problems,cons_at_{n},answered,precision,pass_at_1}``.
     Every problem must have the same number of samples ``n``.
@@ -431,6 +451,7 @@ def benchmark_metrics(
     out.update({f"pass_at_{k}": mean_pass_at_k(problems, k) for k in pass_at_k_values(n)})
     out[cons] = mean_cons_at_k(problems, equal=equal)
     out["answered"] = answered_share(samples)
+    out["precision"] = precision(samples)
     lengths = length_stats(samples)
     out.update(len_avg=lengths.len_avg, len_correct=lengths.len_correct, len_incorrect=lengths.len_incorrect)
     out["truncation_rate"] = truncation_rate(samples)

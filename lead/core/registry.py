@@ -11,6 +11,13 @@ gate promotes it when, on every benchmark,
 champion scored under another protocol nothing can be concluded, so the gate refuses (``lead promote`` can
 still move the alias, with a reason).
 
+The description is markdown as MLflow's UI renders it (showdown, GitHub flavor, then sanitize-html): a link
+survives only with an http(s) or a relative target, so every link is relative to the UI's own page — a route
+of its hash router (:func:`ui_run_link`, :func:`ui_model_version_link`) or a file the server serves
+(:func:`artifact_file_link`) — and works on whatever host and port the reviewer opened the UI at; a ``runs:/``
+URI would render as a link without a target. GitHub flavor also turns ``@name`` into a link to a GitHub user:
+:func:`escape_mentions`.
+
 No MLflow here: :mod:`lead.stages.register` does the I/O.
 """
 
@@ -18,9 +25,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 HEADLINE = ("pass_at_1", "len_avg")  # what the gate judges, per benchmark
 # Evaluate params that change the measurement; model and backend do not (both backends sample the same way).
@@ -115,6 +124,49 @@ def gate(
     return GateDecision(ok, tuple(reasons))
 
 
+# MLflow 3's UI opens in its GenAI mode, whose navigation has no model registry; this query parameter of its
+# routes (read by the UI's WorkflowTypeProvider, and kept when it navigates) opens the classic ML mode.
+UI_MODE = "workflowType=machine_learning"
+
+
+def ui_run_link(experiment_id: str, run_id: str, artifact: str | None = None) -> str:
+    """The UI's page of a run (``#/experiments/<id>/runs/<run>``), or of one of its artifacts (its file viewer),
+    relative to the UI's own page."""
+    route = f"#/experiments/{quote(str(experiment_id), safe='')}/runs/{quote(run_id, safe='')}"
+    if artifact:
+        route += f"/artifacts/{quote(artifact)}"
+    return f"{route}?{UI_MODE}"
+
+
+def ui_model_version_link(name: str, version: str) -> str:
+    """The UI's page of a registered model's version (``#/models/<name>/versions/<v>``)."""
+    return f"#/models/{quote(name, safe='')}/versions/{quote(str(version), safe='')}?{UI_MODE}"
+
+
+def artifact_file_link(run_id: str, path: str) -> str:
+    """A run's artifact file as the tracking server serves it (``get-artifact?path=..&run_uuid=..``, the URL the
+    UI itself fetches artifacts by), relative to the UI's page.
+
+    >>> artifact_file_link("abc", "evaluate/budget_curve.png")
+    'get-artifact?path=evaluate%2Fbudget_curve.png&run_uuid=abc'
+    """
+    return f"get-artifact?path={quote(path, safe='')}&run_uuid={quote(run_id, safe='')}"
+
+
+_MENTION = re.compile(r"(^|\s)@(?=\w)")
+
+
+def escape_mentions(markdown: str) -> str:
+    """``@champion`` → ``\\@champion`` outside code spans: GitHub-flavored markdown (MLflow's UI) would link a
+    mention to github.com/champion; CommonMark renders the escape as a plain ``@``.
+
+    >>> escape_mentions("vs the @champion, `git@host` and @v2")
+    'vs the \\\\@champion, `git@host` and \\\\@v2'
+    """
+    parts = re.split(r"(`[^`]*`)", markdown)
+    return "".join(p if p.startswith("`") else _MENTION.sub(r"\1\\@", p) for p in parts)
+
+
 def _fmt(value: float | None, digits: int) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
@@ -146,11 +198,14 @@ def description(
     decision: GateDecision,
     protocol_text: str,
     lineage: Mapping[str, str],
-    links: Mapping[str, str],
+    runs: Mapping[str, str] | None = None,
+    plots: Mapping[str, str] | None = None,
     changed: Sequence[ParamChange] | None = None,
 ) -> str:
     """The model version's description: what was trained, the table against the champion, the verdict, the
-    params that differ from the champion's (``changed``; None: not known), links."""
+    params that differ from the champion's (``changed``; None: not known), links to the runs that hold the
+    evidence (``runs``: label → link) and to the plots (``plots``). Mentions are escaped
+    (:func:`escape_mentions`); links are written as given (see :func:`ui_run_link`)."""
     label = f"v{champion_version}" if champion_version else "champion"
     parts = [
         f"**Evaluation** ({protocol_text}) against the current @champion"
@@ -164,9 +219,11 @@ def description(
     ]
     if champion_version and changed is not None:
         parts += ["", params_changed_text(changed, label)]
-    if links:
-        parts += ["", "**Plots**: " + ", ".join(f"[{k}]({v})" for k, v in links.items())]
-    return "\n".join(parts)
+    if runs:
+        parts += ["", "**Runs**: " + ", ".join(f"[{k}]({v})" for k, v in runs.items())]
+    if plots:
+        parts += ["", "**Plots**: " + ", ".join(f"[{k}]({v})" for k, v in plots.items())]
+    return escape_mentions("\n".join(parts))
 
 
 @dataclass(frozen=True)

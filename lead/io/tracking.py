@@ -74,8 +74,11 @@ def stage_run(
     *,
     log_sections: tuple[str, ...] = (),
     run_id: str | None = None,
+    name: str | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> Iterator[Any]:
-    """An MLflow run for one stage, tagged ``stage=<stage>``, with the given params sections logged.
+    """An MLflow run for one stage, tagged ``stage=<stage>`` (and ``tags``), named ``name`` (default: the
+    stage), with the given params sections logged.
 
     ``run_id`` re-opens an existing run (a resumed training continues its own run instead of starting a new one).
     """
@@ -83,12 +86,12 @@ def stage_run(
 
     use_experiment(params)
     parent = os.environ.get(PARENT_RUN_ENV)
-    tags = {"stage": stage, **({"mlflow.parentRunId": parent} if parent else {})}
+    tags = {"stage": stage, **(tags or {}), **({"mlflow.parentRunId": parent} if parent else {})}
     nested = mlflow.active_run() is not None  # inside the Prefect flow's parent run
     opened = (
         mlflow.start_run(run_id=run_id, nested=nested)
         if run_id
-        else mlflow.start_run(run_name=stage, tags=tags, nested=nested)
+        else mlflow.start_run(run_name=name or stage, tags=tags, nested=nested)
     )
     with opened as run:  # ends the run FINISHED, or FAILED on any exception (KeyboardInterrupt included)
         if not run_id:  # params of a resumed run are already logged (and MLflow refuses to change them)

@@ -50,11 +50,23 @@ def published_model(params: Params, stage: str) -> tuple[Path, str]:
     return model, fingerprint
 
 
-def stage_main(name: str, run: Callable[[Params], Any], argv: list[str] | None = None) -> None:
+def stage_main(
+    name: str,
+    run: Callable[..., Any],
+    argv: list[str] | None = None,
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> None:
     """Parse ``--params``, ``--recipe FILE`` and ``-S key=value`` overrides (the recipe's first), validate,
     then ``run``. Bad params exit 2 -- also when ``run`` finds them (a check that needs a library the params
-    loader does not import) --, a :class:`StageError` exits 1; both print their message without a traceback."""
+    loader does not import) --, a :class:`StageError` exits 1; both print their message without a traceback.
+    ``arguments`` adds a stage's own options (one cell of the ablation: ``--variant``, ``--seed``); their values
+    reach ``run`` as keyword arguments."""
     parser = argparse.ArgumentParser(prog=f"python -m lead.stages.{name}", description=run.__doc__)
+    own = set()
+    if arguments:
+        before = {a.dest for a in parser._actions}
+        arguments(parser)
+        own = {a.dest for a in parser._actions} - before
     parser.add_argument("--params", default=str(DEFAULT_PARAMS), help="params file (default: params.yaml)")
     parser.add_argument(
         "--recipe",
@@ -66,7 +78,7 @@ def stage_main(name: str, run: Callable[[Params], Any], argv: list[str] | None =
     try:
         recipe = recipe_overrides(args.recipe) if args.recipe else []
         params = load_params(args.params, [*recipe, *args.overrides])
-        run(params)
+        run(params, **{k: getattr(args, k) for k in sorted(own)})
     except ParamsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         if os.environ.get("DVC_STAGE"):  # dvc repro removed this stage's outputs before running it

@@ -21,7 +21,16 @@ The version carries
   complete, before any alias moves (a version a killed run left ``registering``, without aliases, is deleted
   by the next run for the same model);
 * a **description**: the evaluation table against the current ``@champion`` (same protocol), the gate's
-  verdict and links to the evaluation plots (:mod:`lead.core.registry`).
+  verdict, the params changed against the champion's, and links a reviewer can click in MLflow's UI — the
+  evaluate and train runs, the champion's version, the evaluation plots (viewer page and file) — written as
+  routes and server URLs relative to the UI's page (:mod:`lead.core.registry`), so they work on whatever host
+  the UI is opened at.
+
+The version's *Source Run* is this stage's run, and it holds the version's evidence: the figures of
+``metrics.json`` as metrics (exactly those the evaluate run logged) and the params the train and evaluate runs
+logged, beside its own ``register.*`` (tags ``train.run_id`` / ``evaluate.run_id`` name the runs). So the UI's
+Source Run page shows the registered figures, and its version *Compare* (which compares the versions' source
+runs) shows which params and metrics differ.
 
 Aliases: the new version becomes ``@challenger``; ``@champion`` moves to it only when the gate passes
 (``register.pass_tolerance``, ``register.length_tolerance``), or later by ``lead promote VERSION --reason``.
@@ -151,15 +160,49 @@ def promote(params: Params, version: str, reason: str) -> dict[str, Any]:
     return {"model_name": name, "champion": str(version), "reason": reason}
 
 
-def _plot_links(eval_run_id: str | None, uri: str) -> dict[str, str]:
-    if not eval_run_id:
-        return {}
+def _experiment_of(client, run_id: str | None) -> str | None:
+    """The experiment id of a run (None: no run id, or the run is gone)."""
+    from mlflow.exceptions import MlflowException
+
+    if not run_id:
+        return None
+    try:
+        return str(client.get_run(run_id).info.experiment_id)
+    except MlflowException:
+        return None
+
+
+def review_links(client, ev: Evidence, name: str, champion) -> tuple[dict[str, str], dict[str, str]]:
+    """The description's links, as UI routes and server URLs relative to the UI's page (the forms of
+    :mod:`lead.core.registry`), for what exists: the evaluate run (its metrics are the registered figures), the
+    train run, the champion's version; the plots the evaluate run holds (viewer page, and the file itself)."""
     from lead.stages.evaluate import ACCURACY_PLOT, BUDGET_PLOT
 
-    links = {p: f"runs:/{eval_run_id}/evaluate/{p}" for p in (ACCURACY_PLOT, BUDGET_PLOT)}
-    if uri.startswith("http"):  # a tracking server: a link the reviewer can click
-        links["evaluate run"] = f"{uri.rstrip('/')}/#/runs/{eval_run_id}"
-    return links
+    runs: dict[str, str] = {}
+    for label, run_id in (("evaluate run", ev.evaluate_run_id), ("train run", ev.train_run_id)):
+        experiment = _experiment_of(client, run_id)
+        if experiment is not None:
+            runs[label] = registry.ui_run_link(experiment, run_id)
+    if champion is not None:
+        runs[f"champion v{champion.version}"] = registry.ui_model_version_link(name, champion.version)
+    plots: dict[str, str] = {}
+    experiment = _experiment_of(client, ev.evaluate_run_id)
+    logged = {a.path for a in client.list_artifacts(ev.evaluate_run_id, "evaluate")} if experiment else set()
+    for plot in (ACCURACY_PLOT, BUDGET_PLOT):
+        path = f"evaluate/{plot}"
+        if path in logged and experiment is not None:
+            plots[plot.removesuffix(".png")] = registry.ui_run_link(experiment, ev.evaluate_run_id, path)
+            plots[f"{plot} (file)"] = registry.artifact_file_link(ev.evaluate_run_id, path)
+    return runs, plots
+
+
+def evidence_params(client, ev: Evidence) -> dict[str, str]:
+    """The params the train and evaluate runs logged (the evaluate run's win on a key both logged), for the
+    register run: the version's *Source Run* then holds what MLflow's version *Compare* compares."""
+    out: dict[str, str] = {}
+    for run_id in (ev.train_run_id, ev.evaluate_run_id):
+        out.update(_run_params(client, run_id) or {})
+    return out
 
 
 TRAIN_STAGES = ("train", "train_stage2")  # the stages whose model (<paths.models>/<stage>) can be registered
@@ -176,6 +219,7 @@ class Evidence:
     metrics: dict[str, Any]
     evaluate_run_id: str
     train_run_id: str
+    figures: dict[str, float]  # the numbers of ``metrics``: what the evaluate run logged
 
 
 def evidence(params: Params, client) -> Evidence:
@@ -215,7 +259,9 @@ def evidence(params: Params, client) -> Evidence:
             f"evaluate run {run.info.run_id} ({run.info.status}) does not hold the figures of {metrics_path}"
             f"{' (' + ', '.join(differ[:5]) + ')' if differ else ''}: evaluate again"
         )
-    return Evidence(model, fingerprint, stage, metrics, run.info.run_id, trained.get("mlflow_run_id") or "")
+    return Evidence(
+        model, fingerprint, stage, metrics, run.info.run_id, trained.get("mlflow_run_id") or "", numbers
+    )
 
 
 def _remove_unfinished(client, name: str, fingerprint: str) -> None:
@@ -319,6 +365,12 @@ def run(params: Params) -> dict[str, Any]:
             "mlflow.parent_run_id": parent or "none",
         }
         _remove_unfinished(client, name, ev.fingerprint)
+        # The version's Source Run is this run: it holds the evidence, so that the UI's run page and its
+        # version Compare show the registered figures and the params they were trained and evaluated with.
+        own = client.get_run(run.info.run_id).data.params  # register.* (stage_run logged them)
+        mlflow.log_params({k: v for k, v in evidence_params(client, ev).items() if k not in own})
+        mlflow.log_metrics(ev.figures)
+        mlflow.set_tags({k: v for k, v in lineage.items() if k in ("train.run_id", "evaluate.run_id") and v})
         info = mlflow.transformers.log_model(
             transformers_model=str(ev.model),
             name="model",
@@ -326,6 +378,7 @@ def run(params: Params) -> dict[str, Any]:
             pip_requirements=pip_requirements(),
         )
         champion = _champion(client, name)
+        runs, plots = review_links(client, ev, name, champion)
         champion_scores = registry.scores_from_tags(champion.tags) if champion else None
         same = champion is None or champion.tags.get("eval.protocol") == proto
         decision = registry.gate(
@@ -350,7 +403,8 @@ def run(params: Params) -> dict[str, Any]:
             decision=decision,
             protocol_text=protocol_text,
             lineage={k: v for k, v in lineage.items() if not k.endswith("run_id")},
-            links=_plot_links(ev.evaluate_run_id, uri),
+            runs=runs,
+            plots=plots,
             changed=params_vs_champion(client, ev, champion),
         )
         client.update_model_version(name, version, description=text)

@@ -92,3 +92,35 @@ def test_params_yaml_is_in_the_form_dvc_exp_run_writes(tmp_path):
         "params.yaml is not in the form `dvc exp run -S` writes back; rewrite it with "
         "dvc.utils.hydra.apply_overrides('params.yaml', ['train.max_steps=<its value>'])"
     )
+
+
+ABLATION = yaml.safe_load((ROOT / "ablation" / "dvc.yaml").read_text())
+
+
+def test_the_ablation_pipeline_runs_its_stages_at_the_root_with_the_roots_params():
+    assert ABLATION["vars"] == ["../params.yaml"] and list(ABLATION["stages"]) == [
+        "baseline",
+        "cell",
+        "report",
+    ]
+    data = load_params(ROOT / "params.yaml").model_dump(by_alias=True)
+    variant = next(iter(data["ablation"]["variants"]))
+    for name, stage in ABLATION["stages"].items():
+        assert stage["wdir"] == ".."
+        module = stage["cmd"].split()[2]
+        assert stage["cmd"].startswith("sh infra/stage.sh ") and module in ("ablation_cell", "ablation"), name
+        assert callable(importlib.import_module(f"lead.stages.{module}").main)
+        for key in stage["params"]:  # the default params file of wdir (..): the root's params.yaml
+            node = data
+            for part in key.replace("${item.variant}", variant).split("."):
+                assert part in node, f"{name}: params key {key!r} is not in params.yaml"
+                node = node[part]
+        for dep in stage["deps"]:
+            if dep.startswith("lead/"):
+                assert (ROOT / dep).exists(), f"{name}: {dep} does not exist"
+        for entry in stage["outs"] + stage.get("metrics", []) + stage.get("plots", []):
+            path, options = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
+            assert options.get("cache", True) or options.get("persist"), (name, path)
+    # a cell declares its own variant's keys, not the whole ablation section: editing one variant reruns its cells
+    assert "ablation" not in ABLATION["stages"]["cell"]["params"]
+    assert "ablation.variants.${item.variant}" in ABLATION["stages"]["cell"]["params"]

@@ -12,23 +12,30 @@ INFRA = ROOT / "infra"
 
 
 def deployments() -> dict[str, dict]:
-    return {d["name"]: d for d in yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]}
+    """prefect.yaml's deployments by ``<flow>/<name>``, as `prefect deployment run` names them."""
+    out = {}
+    for d in yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]:
+        flow = d["entrypoint"].split(":")[-1].replace("_", "-")
+        out[f"{flow}/{d['name']}"] = d
+    return out
 
 
-def test_prefect_yaml_deploys_the_flow_with_parameters_it_accepts():
+def test_prefect_yaml_deploys_the_flows_with_parameters_they_accept():
     from prefect.flows import load_flow_from_entrypoint
     from prefect.utilities.callables import parameter_schema
 
     deps = deployments()
-    assert set(deps) == {"local", "gpu"}
-    for dep in deps.values():
+    assert set(deps) == {"lead-pipeline/local", "lead-pipeline/gpu", "lead-ablation/local"}
+    for key, dep in deps.items():
         flow = load_flow_from_entrypoint(str(ROOT / dep["entrypoint"]))
-        assert flow.name == "lead-pipeline"
+        assert flow.name == key.split("/")[0]
         accepted = set(parameter_schema(flow.fn).properties)
-        assert set(dep["parameters"]) <= accepted, dep["name"]
+        assert set(dep["parameters"]) <= accepted, key
         assert dep["concurrency_limit"] == 1  # one run per DVC workspace
-    assert deps["local"]["work_pool"]["name"] == "lead-local" and "pull" not in deps["local"]
-    assert deps["gpu"]["parameters"] == {"overrides": [], "pull": True, "push": True}
+    for key in ("lead-pipeline/local", "lead-ablation/local"):
+        assert deps[key]["work_pool"]["name"] == "lead-local" and "pull" not in deps[key]
+    assert deps["lead-pipeline/gpu"]["parameters"] == {"overrides": [], "pull": True, "push": True}
+    assert deps["lead-ablation/local"]["parameters"]["concurrency"] == 2
 
 
 def test_gpu_job_template_renders_with_the_gpu_deployment_variables():
@@ -38,7 +45,7 @@ def test_gpu_job_template_renders_with_the_gpu_deployment_variables():
     declared = set(template["variables"]["properties"])
     used = set(re.findall(r"{{\s*(\w+)\s*}}", json.dumps(template["job_configuration"])))
     assert used <= declared, used - declared
-    variables = {**deployments()["gpu"]["work_pool"]["job_variables"], "image": "lead-gpu:test"}
+    variables = {**deployments()["lead-pipeline/gpu"]["work_pool"]["job_variables"], "image": "lead-gpu:test"}
     assert set(variables) <= declared
     # What a worker does: schema defaults, overridden by the deployment's job variables, into the template.
     defaults = {k: v["default"] for k, v in template["variables"]["properties"].items() if "default" in v}
@@ -151,4 +158,4 @@ def test_kubernetes_worker_polls_the_gpu_pool():
     assert {"Namespace", "ServiceAccount", "Role", "RoleBinding", "Deployment"} <= kinds
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[args.index("--pool") + 1] == deployments()["gpu"]["work_pool"]["name"]
+    assert args[args.index("--pool") + 1] == deployments()["lead-pipeline/gpu"]["work_pool"]["name"]

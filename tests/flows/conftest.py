@@ -67,7 +67,7 @@ def dvc(
 def make_workspace(ws: Path, config: dict) -> Path:
     """A fresh git + DVC workspace in ``ws`` holding copies of what ``dvc.yaml`` names and the shipped
     params.yaml with ``config`` merged in, committed."""
-    for name in ("dvc.yaml", "pyproject.toml", "prefect.yaml", "infra/stage.sh"):
+    for name in ("dvc.yaml", "ablation/dvc.yaml", "pyproject.toml", "prefect.yaml", "infra/stage.sh"):
         (ws / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, ws / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -108,3 +108,16 @@ def recorded(workspace, tmp_path_factory) -> tuple[str, dict[str, dict]]:
         record = json.loads(path.read_text())
         by_stage[record["stage"].removeprefix("lead.stages.")] = record
     return done.stdout, by_stage
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory):
+    """One temporary Prefect server for the module, stopped when it ends: left to the interpreter's exit, its
+    shutdown logs to streams pytest has already closed (a "Logging error" traceback after the summary). Its
+    start may take a while on a loaded 2-core machine (Prefect's default wait, 30 s, timed out there)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("PREFECT_HOME", str(tmp_path_factory.mktemp("prefect")))
+        with prefect_test_harness(server_startup_timeout=180):
+            yield

@@ -61,6 +61,10 @@ def declarations(workspace: Path) -> dict[str, dict[str, list[str]]]:
     out = {}
     with Repo(str(workspace)) as repo:
         for stage in repo.index.stages:
+            if (
+                stage.dvcfile.relpath != "dvc.yaml"
+            ):  # the ablation's pipeline (ablation/dvc.yaml) is not run here
+                continue
             params = [k for d in stage.deps if isinstance(d, ParamsDependency) for k in d.params]
             deps = [d.def_path for d in stage.deps if not isinstance(d, ParamsDependency)]
             out[stage.name] = {"params": params, "deps": deps, "outs": [o.def_path for o in stage.outs]}

@@ -25,16 +25,7 @@ GIT = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
 COMMENT = "# the flow tests' params: a run with overrides must keep this line and every other byte\n"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def prefect_server(tmp_path_factory):
-    """One temporary Prefect server for the module, stopped when it ends: left to the interpreter's exit, its
-    shutdown logs to streams pytest has already closed (a "Logging error" traceback after the summary)."""
-    from prefect.testing.utilities import prefect_test_harness
-
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setenv("PREFECT_HOME", str(tmp_path_factory.mktemp("prefect")))
-        with prefect_test_harness():
-            yield
+pytestmark = pytest.mark.usefixtures("prefect_server")  # tests/flows/conftest.py: one server for the module
 
 
 def git(ws: Path, *args: str) -> str:

@@ -1,12 +1,14 @@
-"""`lead ablation` end to end on seconds-sized settings: the result file, table, plot, MLflow runs, reuse."""
+"""The ablation's stages on seconds-sized settings: cells (a variant x seed, the warm start x seed), the report."""
 
 import json
 
 import mlflow
 import pytest
 
-from lead.config import Params
-from lead.stages import ablation
+from lead.config import Params, ParamsError
+from lead.io.fingerprint import model_fingerprint, publish
+from lead.stages import ablation, ablation_cell
+from lead.stages._common import StageError, manifest_path
 
 pytestmark = pytest.mark.slow
 
@@ -15,26 +17,49 @@ pytestmark = pytest.mark.slow
 def params(rl_params: Params) -> Params:
     ev = rl_params.evaluate
     ev.backend, ev.samples, ev.max_new_tokens, ev.budgets = "transformers", 2, 12, [6, 12]
-    rl_params.ablation.variants = ["grpo", "lead"]
+    rl_params.ablation.variants = {
+        "grpo": {"length_reward": False, "penalty": False, "reweight": False},
+        "lead": {"length_reward": True, "penalty": True, "reweight": True},
+    }
     rl_params.ablation.seeds = [0, 1]
     rl_params.ablation.max_steps = 1
+    warmstart = rl_params.paths.models / "warmstart"  # the fixture's tiny model, published as the warm start
+    publish(manifest_path(rl_params, "warmstart"), "warmstart", [], model=model_fingerprint(warmstart))
     return rl_params
 
 
-def test_ablation_writes_results_per_variant_and_seed_and_reuses_finished_runs(params: Params, tmp_path):
-    out = tmp_path / "abl" / "result.json"
-    result = ablation.run(params, out)
+def test_cells_then_the_report_with_every_claim_and_one_mlflow_parent(params: Params):
+    with pytest.raises(
+        StageError, match=r"6 of 6 cells have no result \(warmstart-s0, warmstart-s1, grpo-s0"
+    ):
+        ablation.run(params)
+    for seed in params.ablation.seeds:
+        ablation_cell.run(params, None, seed)
+        for variant in params.ablation.variants:
+            ablation_cell.run(params, variant, seed)
+    cell = json.loads((params.paths.reports / "ablation/cells/lead-s1/result.json").read_text())
+    assert cell["variant"] == "lead" and cell["seed"] == 1 and cell["train"]["steps"] == 1
+    assert 0.0 <= cell["scores"]["pass_at_1"] <= 1.0 and "level_1" in cell["scores"]["levels"]
+    assert (params.paths.models / "ablation" / "lead-s1" / "model.safetensors").exists()
+    assert (
+        json.loads((params.paths.reports / "ablation/cells/warmstart-s0/result.json").read_text())[
+            "evaluated"
+        ]
+        == "warmstart"
+    )
 
-    data = json.loads(out.read_text())
-    assert set(data["variants"]) == {"grpo", "lead"}
+    result = ablation.run(params)
+    data = json.loads((params.paths.reports / "ablation" / "ablation.json").read_text())
+    assert set(data["variants"]) == {"grpo", "lead"} and len(data["baseline_runs"]) == 2
     for runs in data["variants"].values():
         assert [r["seed"] for r in runs] == [0, 1]
-        assert all(0.0 <= r["pass_at_1"] <= 1.0 and r["mean_length"] > 0 for r in runs)
     assert data["summary"]["lead"]["seeds"] == 2 and "lead_vs_grpo_length_ratio" in data["target"]
-    assert data["settings"]["max_steps"] == 1
-    assert "| GRPO-LEAD | 2 |" in out.with_suffix(".md").read_text()
-    assert out.with_suffix(".png").stat().st_size > 0
-    assert (params.paths.models / "ablation" / "lead-s1" / "model.safetensors").exists()
+    assert set(data["gains"]) == {"grpo", "lead"} and data["gains"]["grpo"]["n"] == 2
+    assert data["claims"] == []  # L, E and AD each need a pair of variants that differ in one part
+    metrics = json.loads((params.paths.reports / "ablation" / "metrics.json").read_text())
+    assert set(metrics["grpo"]) == {"pass_at_1", "mean_length", "precision", "hard_pass_at_1", "gain"}
+    assert "| GRPO-LEAD | 2 |" in (params.paths.reports / "ablation" / "ablation.md").read_text()
+    assert (params.paths.reports / "ablation" / "ablation.png").stat().st_size > 0
 
     mlflow.set_tracking_uri(params.tracking.uri)
     children = mlflow.search_runs(
@@ -42,34 +67,19 @@ def test_ablation_writes_results_per_variant_and_seed_and_reuses_finished_runs(p
         filter_string=f"tags.mlflow.parentRunId = '{result['mlflow_run_id']}'",
         output_format="list",
     )
-    assert sorted(r.info.run_name for r in children) == [
-        "grpo-s0",
-        "grpo-s1",
-        "lead-s0",
-        "lead-s1",
-        "warmstart",
-    ]
+    names = sorted(r.info.run_name for r in children)
+    assert names == ["grpo-s0", "grpo-s1", "lead-s0", "lead-s1", "warmstart-s0", "warmstart-s1"]
     lead_s1 = next(r for r in children if r.info.run_name == "lead-s1")
     assert lead_s1.data.tags["variant"] == "lead" and "pass_at_1" in lead_s1.data.metrics
-
-    again = ablation.run(params, out)  # every run is reused: same numbers, no new training or evaluation
-    assert again["variants"] == result["variants"]
-    assert not mlflow.search_runs(
+    # the cell's own train and evaluate runs are nested under it
+    inner = mlflow.search_runs(
         experiment_names=["lead"],
-        filter_string=f"tags.mlflow.parentRunId = '{again['mlflow_run_id']}'",
+        filter_string=f"tags.mlflow.parentRunId = '{lead_s1.info.run_id}'",
         output_format="list",
     )
+    assert sorted(r.data.tags["stage"] for r in inner) == ["evaluate", "train"]
 
 
-def test_cells_are_keyed_by_the_content_of_what_they_start_from(params: Params, tmp_path):
-    import shutil
-
-    before = ablation.inputs_fingerprint(params)
-    start = params.paths.models / "warmstart"
-    moved = tmp_path / "elsewhere"
-    shutil.copytree(start, moved)
-    start.unlink()  # the fixture's symlink: the same model, now at another place
-    start.symlink_to(moved)
-    assert ablation.inputs_fingerprint(params) == before
-    (moved / "config.json").write_text((moved / "config.json").read_text() + " ")  # a new warm start
-    assert ablation.inputs_fingerprint(params) != before
+def test_a_cell_of_an_unknown_variant_is_a_params_error(params: Params):
+    with pytest.raises(ParamsError, match=r"--variant 'grpo_x': not in ablation.variants \(grpo, lead\)"):
+        ablation_cell.run(params, "grpo_x", 0)

@@ -1,6 +1,7 @@
 """The register stage: a registry version with lineage and description; the gate moves @champion or not."""
 
 import json
+import re
 import shutil
 
 import mlflow
@@ -8,11 +9,12 @@ import pytest
 from mlflow import MlflowClient
 
 from lead.config import Params
+from lead.core.registry import UI_MODE
 from lead.io.fingerprint import StaleOutputError, model_fingerprint, publish
 from lead.io.tracking import use_experiment
 from lead.stages import register
 from lead.stages._common import manifest_path
-from lead.stages.evaluate import METRICS, output_dir
+from lead.stages.evaluate import ACCURACY_PLOT, BUDGET_PLOT, METRICS, output_dir
 from tests.conftest import tmp_params
 
 pytestmark = pytest.mark.slow  # logs a transformers model per version (~10 s each)
@@ -41,17 +43,28 @@ def params(tmp_path, tiny_model) -> Params:
     return p
 
 
+# A 1x1 PNG: what evaluate's plots are, as far as the registry's links are concerned.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360f80f0000010101005d8d6c540000000049454e44ae426082"
+)
+
+
 def evaluated(params: Params, pass_at_1: float, len_avg: float, model=None, logged=None, samples=8) -> str:
-    """What evaluate leaves: metrics.json, its MLflow run (finished, with ``logged`` or the same figures, and
-    the ``evaluate.samples`` param), the manifest naming the model by content. Returns the run id."""
+    """What evaluate leaves: metrics.json, its MLflow run (finished, with ``logged`` or the same figures, the
+    ``evaluate.samples`` param and the plots under ``evaluate/``), the manifest naming the model by content.
+    Returns the run id."""
     out = output_dir(params)
     out.mkdir(parents=True, exist_ok=True)
     metrics = {"proxy.pass_at_1": pass_at_1, "proxy.len_avg": len_avg}
     (out / METRICS).write_text(json.dumps(metrics))
+    for plot in (ACCURACY_PLOT, BUDGET_PLOT):
+        (out / plot).write_bytes(PNG)
     use_experiment(params)
     with mlflow.start_run(run_name="evaluate", tags={"stage": "evaluate"}) as run:
         mlflow.log_metrics(logged or metrics)
         mlflow.log_param("evaluate.samples", samples)
+        mlflow.log_artifacts(str(out), artifact_path="evaluate")
     path = model or params.paths.models / "train"
     publish(
         manifest_path(params, "evaluate"),
@@ -96,9 +109,39 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
         and v2.tags["eval.proxy.pass_at_1"] == "0.25"
     )
     # What differs from the champion's runs (train: the same run; evaluate: 4 samples instead of 8).
-    assert "**Params changed vs @champion (v1)**: `evaluate.samples` 8 → 4." in v2.description
+    assert "**Params changed vs \\@champion (v1)**: `evaluate.samples` 8 → 4." in v2.description
     assert "| proxy | 0.2500 | 0.3000 | -0.0500 | 50.0 | 60.0 | -10.0 |" in v2.description
     assert "(version 1)" in v2.description and "gate failed" in v2.description
+    assert "@champion" not in v2.description.replace("\\@champion", "")  # escaped: not a GitHub mention
+
+    # The version's source run holds its evidence: MLflow's Compare of v1 and v2 (their source runs) shows the
+    # params that differ and the figures; every link of the description names a run, version or file that is.
+    v1 = client.get_model_version("lead-test", "1")
+    r1, r2 = client.get_run(v1.run_id), client.get_run(v2.run_id)
+    assert (
+        r2.data.tags["stage"] == "register" and r2.data.tags["evaluate.run_id"] == v2.tags["evaluate.run_id"]
+    )
+    assert r2.data.metrics == {"proxy.pass_at_1": 0.25, "proxy.len_avg": 50.0}
+    assert r1.data.metrics["proxy.pass_at_1"] == 0.30
+    assert (r1.data.params["evaluate.samples"], r2.data.params["evaluate.samples"]) == ("8", "4")
+    assert r2.data.params["train.max_steps"] == "100" and r2.data.params["register.model_name"] == "lead-test"
+    links = dict(re.findall(r"\[([^\]]+)\]\(([^)]+)\)", v2.description))
+    evaluate_run = client.get_run(v2.tags["evaluate.run_id"])
+    experiment = evaluate_run.info.experiment_id
+    assert links == {
+        "evaluate run": f"#/experiments/{experiment}/runs/{evaluate_run.info.run_id}?{UI_MODE}",
+        "train run": f"#/experiments/{experiment}/runs/{v2.tags['train.run_id']}?{UI_MODE}",
+        "champion v1": f"#/models/lead-test/versions/1?{UI_MODE}",
+        "accuracy_vs_length": f"#/experiments/{experiment}/runs/{evaluate_run.info.run_id}"
+        f"/artifacts/evaluate/{ACCURACY_PLOT}?{UI_MODE}",
+        f"{ACCURACY_PLOT} (file)": f"get-artifact?path=evaluate%2F{ACCURACY_PLOT}"
+        f"&run_uuid={evaluate_run.info.run_id}",
+        "budget_curve": f"#/experiments/{experiment}/runs/{evaluate_run.info.run_id}"
+        f"/artifacts/evaluate/{BUDGET_PLOT}?{UI_MODE}",
+        f"{BUDGET_PLOT} (file)": f"get-artifact?path=evaluate%2F{BUDGET_PLOT}&run_uuid={evaluate_run.info.run_id}",
+    }
+    logged = {a.path for a in client.list_artifacts(evaluate_run.info.run_id, "evaluate")}
+    assert {f"evaluate/{ACCURACY_PLOT}", f"evaluate/{BUDGET_PLOT}"} <= logged
 
     evaluated(params, 0.31, 59.0)  # better on both: promoted, the move recorded on both versions
     third = register.run(params)

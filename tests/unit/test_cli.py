@@ -209,3 +209,19 @@ def test_the_lead_command_prints_a_stage_error_without_a_traceback(monkeypatch, 
     assert exit_.value.code == 1
     out = capsys.readouterr().out
     assert "error: calibrate kept 0 of 40 problems" in out and "Traceback" not in out
+
+
+def test_lead_ablation_is_dvc_repro_of_the_ablation_pipeline_or_a_dvc_experiment_with_overrides(monkeypatch):
+    calls = []
+
+    def fake_run(cmd, cwd=None, **_):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 3)  # dvc's exit code is lead's
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert runner.invoke(app, ["ablation"]).exit_code == 3
+    assert calls[-1][1:] == ["repro", "ablation/dvc.yaml"]
+    assert runner.invoke(app, ["ablation", "-S", "ablation.max_steps=5"]).exit_code == 3
+    assert calls[-1][1:] == ["exp", "run", "ablation/dvc.yaml", "-S", "ablation.max_steps=5"]
+    bad = runner.invoke(app, ["ablation", "-S", "ablation.seeds=[0,0]"])
+    assert bad.exit_code == 2 and "seeds must not repeat" in bad.output and len(calls) == 2

@@ -160,7 +160,8 @@ def test_budget_sweep_scores_longer_samples_as_unanswered():
     assert [p.budget for p in points] == [25, 50, 100]
     assert [p.pass_at_1 for p in points] == [0.0, 0.2, 0.6]
     assert [p.cons for p in points] == [0.0, 0.0, 1.0]  # 7 wins 1-0, then 2-1; at 100 tokens 12 wins 3-2
-    assert [p.answered for p in points] == [0.2, 0.6, 1.0]
+    # at 100 tokens the first sample (cut at its own 60-token limit) still gave no answer: 4 of 5 answered
+    assert [p.answered for p in points] == [0.2, 0.6, 0.8]
     with pytest.raises(ValueError, match="budget must be >= 1"):
         within_budget(problem, 0)
 
@@ -200,7 +201,9 @@ def test_benchmark_metrics_names_and_values():
     assert m["pass_at_2"] == pytest.approx((pass_at_k(4, 2, 2) + pass_at_k(4, 2, 2)) / 2)
     assert m["pass_at_4"] == 1.0
     assert m["cons_at_4"] == 0.5  # the ½ class wins the first; 9 and 8 tie on the second and 9 came first
-    assert (m["answered"], m["len_avg"], m["truncation_rate"]) == (7 / 8, 17.5, 1 / 8)
+    # answered: 6 of 8 (one has no answer, one was cut at the limit with a "2" in its text)
+    assert (m["answered"], m["len_avg"], m["truncation_rate"]) == (6 / 8, 17.5, 1 / 8)
+    assert m["precision"] == 4 / 6  # correct among those 6
     assert (m["len_correct"], m["len_incorrect"]) == (15.0, 20.0)
     assert (m["budget_25.pass_at_1"], m["budget_25.cons_at_4"], m["budget_25.answered"]) == (
         0.375,

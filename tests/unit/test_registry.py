@@ -58,8 +58,22 @@ def test_description_shows_both_sides_and_the_verdict():
         decision=decide(cand),
         protocol_text="aime24, math500; 32 samples",
         lineage={"git.commit": "abc123"},
-        links={"budget_curve.png": "runs:/r/evaluate/budget_curve.png"},
+        runs={"evaluate run": registry.ui_run_link("4", "r")},
+        plots={"budget_curve.png": registry.artifact_file_link("r", "evaluate/budget_curve.png")},
     )
     assert "| aime24 | 0.3200 | 0.3000 | +0.0200 | 900.0 | 1000.0 | -100.0 |" in text
     assert "(version 3)" in text and "gate passed" in text and "`abc123`" in text
-    assert "[budget_curve.png](runs:/r/evaluate/budget_curve.png)" in text
+    assert "**Runs**: [evaluate run](#/experiments/4/runs/r?workflowType=machine_learning)" in text
+    assert "[budget_curve.png](get-artifact?path=evaluate%2Fbudget_curve.png&run_uuid=r)" in text
+    # MLflow's UI renders GitHub-flavored markdown: an unescaped @champion would link to a GitHub user.
+    assert "current \\@champion" in text and " @" not in text
+
+
+def test_ui_links_are_relative_routes_of_the_mlflow_ui():
+    assert registry.ui_run_link("1", "ab", "evaluate/a b.png") == (
+        "#/experiments/1/runs/ab/artifacts/evaluate/a%20b.png?workflowType=machine_learning"
+    )
+    assert registry.ui_model_version_link("my model", "2") == (
+        "#/models/my%20model/versions/2?workflowType=machine_learning"
+    )
+    assert registry.escape_mentions("@a `x @b` @c\n@d e@f") == "\\@a `x @b` \\@c\n\\@d e@f"

@@ -1,0 +1,252 @@
+"""The ``lead-ablation`` Prefect flow: the cells of ``ablation/dvc.yaml`` as concurrent tasks, then the report.
+
+``dvc repro`` runs stages one at a time (it holds the repository's lock for its whole run), so ``dvc repro
+ablation/dvc.yaml`` trains the cells one after another even where a work pool has a free GPU per cell. This
+flow keeps DVC the judge of what is stale and of data versions, and runs the cells side by side:
+
+1. the upstream stages the cells read (:data:`UPSTREAM`: curate, warmstart, calibrate) with the pipeline
+   flow's own tasks (``dvc repro --single-item``: up-to-date ones are skipped in a second);
+2. ``dvc status --json ablation/dvc.yaml``: the stale cells (a cell whose settings, its own variant's keys,
+   inputs and code are unchanged since it last ran is not run again);
+3. each stale cell's command — the one DVC resolved for it (``sh infra/stage.sh ablation_cell --variant ...``) —
+   as a Prefect task, at most ``concurrency`` at a time; a failed cell does not stop the others;
+4. ``dvc commit`` of the cells that finished: their outputs go to the DVC cache and ``ablation/dvc.lock``
+   exactly as ``dvc repro`` would have recorded them, so that a later ``dvc repro ablation/dvc.yaml`` finds
+   them up to date (and a rerun after a failure runs only the cells that failed);
+5. the report (``dvc repro --single-item ablation/dvc.yaml:report``) once every cell has a result.
+
+With ``overrides`` everything runs as a DVC experiment in a copy of the workspace (:mod:`flows.experiment`, as
+the pipeline flow does) and is saved with ``dvc exp save``; the workspace is left as it was.
+
+MLflow: the flow's run (``lead-ablation``) holds every stage's run; the report's run becomes the parent of every
+cell's run (:mod:`lead.stages.ablation`). Each cell is one process on the worker's machine; on a GPU pool give
+each cell its own GPU with ``CUDA_VISIBLE_DEVICES`` per slot (``gpus_per_cell``) or run one flow per node.
+
+``python -m flows.ablation --concurrency 2 -S key=value`` runs it once (Prefect's temporary server unless
+``PREFECT_API_URL`` names one); ``prefect deployment run 'lead-ablation/local'`` through a worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from flows.commands import CommandError, dvc_executable, git, run
+from flows.pipeline import TASKS, flow_place, save_task
+from flows.prefect_api import start_local_api
+from lead.config import ParamsError, load_params
+
+PIPELINE = "ablation/dvc.yaml"
+REPORT = f"{PIPELINE}:report"
+UPSTREAM = (
+    "curate",
+    "warmstart",
+    "calibrate",
+)  # what the cells read (tests/flows/test_ablation.py checks it)
+ARTIFACT_KEY = "lead-ablation-summary"
+MAX_CONCURRENCY = 32
+
+
+def _env(parent_run_id: str, tracking_uri: str, gpu: str | None = None) -> dict[str, str]:
+    env = {
+        **os.environ,
+        # dvc.yaml's commands must find this environment's python, wherever the worker started
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "LEAD_PARENT_RUN_ID": parent_run_id,
+        "MLFLOW_TRACKING_URI": tracking_uri,
+    }
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    return env
+
+
+def stale_cells(workspace: Path) -> dict[str, tuple[str, Path]]:
+    """The stages of ``ablation/dvc.yaml`` that DVC finds stale, but the report: address → (command, wdir)."""
+    import subprocess
+
+    from dvc.repo import Repo
+
+    done = subprocess.run(
+        [dvc_executable(), "status", "--json", PIPELINE], cwd=workspace, capture_output=True, text=True
+    )
+    if done.returncode:
+        raise CommandError(f"`dvc status --json {PIPELINE}` failed:\n{done.stderr.strip()}")
+    stale = set(json.loads(done.stdout or "{}"))
+    with Repo(str(workspace)) as repo:
+        stages = {s.addressing: s for s in repo.index.stages if s.dvcfile.relpath == PIPELINE}
+    return {
+        address: (stage.cmd, Path(stage.wdir))
+        for address, stage in stages.items()
+        if address in stale and address != REPORT
+    }
+
+
+@task(name="cell", retries=1, retry_delay_seconds=10)  # a killed training resumes from its checkpoints
+def cell_task(
+    address: str, cmd: str, wdir: str, parent_run_id: str, tracking_uri: str, gpu: str | None
+) -> float:
+    """One cell's command, as DVC resolved it for the stage ``address``; its wall time in seconds."""
+    started = time.perf_counter()
+    run(["sh", "-c", cmd], Path(wdir), {**_env(parent_run_id, tracking_uri, gpu), "DVC_STAGE": address})
+    return round(time.perf_counter() - started, 1)
+
+
+@task(name="commit-cells")
+def commit_task(workspace: str, addresses: list[str]) -> None:
+    """``dvc commit``: the finished cells' outputs into the cache and ``ablation/dvc.lock``, as a repro would."""
+    run([dvc_executable(), "commit", "--force", *addresses], Path(workspace))
+
+
+def _run_cells(
+    cells: dict[str, tuple[str, Path]], concurrency: int, parent: str, uri: str, gpus_per_cell: int
+) -> dict[str, Any]:
+    """Every cell, at most ``concurrency`` at once; address → seconds, or the exception it failed with."""
+    pending = sorted(cells)
+    running: dict[str, Any] = {}
+    slots = list(range(concurrency))
+    done: dict[str, Any] = {}
+    while pending or running:
+        while pending and len(running) < concurrency:
+            address = pending.pop(0)
+            slot = slots.pop(0)
+            gpu = (
+                ",".join(str(slot * gpus_per_cell + i) for i in range(gpus_per_cell))
+                if gpus_per_cell
+                else None
+            )
+            cmd, wdir = cells[address]
+            future = cell_task.with_options(task_run_name=address).submit(
+                address, cmd, str(wdir), parent, uri, gpu
+            )
+            running[address] = (future, slot)
+        time.sleep(0.5)
+        for address, (future, slot) in list(running.items()):
+            if future.state.is_final():
+                del running[address]
+                slots.append(slot)
+                try:
+                    done[address] = future.result()
+                except Exception as exc:  # recorded; the other cells go on
+                    done[address] = exc
+    return done
+
+
+def _summary(cells: dict[str, Any], report: Path | None) -> str:
+    lines = ["| cell | outcome |", "|---|---|"]
+    for address, outcome in sorted(cells.items()):
+        said = f"ran, {outcome} s" if isinstance(outcome, float) else f"FAILED: {str(outcome)[:200]}"
+        lines.append(f"| {address.split(':')[-1]} | {said} |")
+    if not cells:
+        lines.append("| (none) | every cell was up to date |")
+    text = "\n".join(lines) + "\n"
+    if report is not None and report.exists():
+        text = report.read_text() + "\n" + text
+    return text
+
+
+@flow(name="lead-ablation", task_runner=ThreadPoolTaskRunner(max_workers=MAX_CONCURRENCY))
+def lead_ablation(
+    overrides: list[str] | None = None,
+    concurrency: int = 2,
+    workspace: str = ".",
+    gpus_per_cell: int = 0,
+) -> dict[str, Any]:
+    """The ablation's stale cells, ``concurrency`` at a time, recorded in DVC, then its report; in the workspace,
+    or with ``overrides`` as a DVC experiment in a copy of it."""
+    import mlflow
+    from prefect.artifacts import create_markdown_artifact
+    from prefect.runtime import flow_run
+
+    if not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise ValueError(f"concurrency must be between 1 and {MAX_CONCURRENCY}, not {concurrency}")
+    root = Path(workspace).resolve()
+    overrides = list(overrides or [])
+    params = load_params(root / "params.yaml", overrides)  # bad params stop here, before any stage runs
+    if shutil.which(dvc_executable()) is None:
+        raise FileNotFoundError("dvc is not installed in this environment (make setup)")
+    logger = get_run_logger()
+    with flow_place(root, params, overrides, "lead-ablation", "ablation-flow") as place:
+        run_dir, uri, name = place.run_dir, place.tracking_uri, place.experiment
+        parent_id = place.parent.info.run_id
+        mlflow.log_params({"overrides": " ".join(overrides) or "-", "concurrency": concurrency})
+        for stage in UPSTREAM:
+            TASKS[stage](str(run_dir), parent_id, uri, False, return_state=True).result()
+        cells = stale_cells(run_dir)
+        logger.info("%d stale cells: %s", len(cells), ", ".join(sorted(cells)) or "none")
+        started = time.perf_counter()
+        outcomes = _run_cells(cells, concurrency, parent_id, uri, gpus_per_cell)
+        seconds = round(time.perf_counter() - started, 1)
+        finished = sorted(a for a, o in outcomes.items() if not isinstance(o, Exception))
+        if finished:
+            commit_task(str(run_dir), finished)
+        failed = sorted(set(outcomes) - set(finished))
+        report_file = run_dir / params.paths.reports / "ablation" / "ablation.md"
+        try:
+            if failed:
+                raise RuntimeError(
+                    f"{len(failed)} of {len(outcomes)} cells failed ({', '.join(failed)}); the others are "
+                    "recorded in ablation/dvc.lock: run the flow again to run only the failed ones"
+                )
+            run(
+                [dvc_executable(), "repro", "--single-item", REPORT],
+                run_dir,
+                _env(parent_id, uri),
+            )
+            experiment = None
+            if name:
+                rev = save_task(str(run_dir), name, [PIPELINE])
+                experiment = {
+                    "name": name,
+                    "rev": rev,
+                    "baseline": git(["rev-parse", "HEAD"], root).strip(),
+                }
+            result = json.loads((report_file.with_suffix(".json")).read_text())
+        finally:
+            mlflow.log_metric("cells_seconds", seconds)
+            create_markdown_artifact(
+                key=ARTIFACT_KEY,
+                markdown=_summary(outcomes, None if failed else report_file),
+                description=f"lead-ablation {flow_run.name}",
+            )
+    return {
+        "mlflow_parent_run_id": parent_id,
+        "cells": {a: (o if not isinstance(o, Exception) else "failed") for a, o in outcomes.items()},
+        "cells_seconds": seconds,
+        "target": result["target"],
+        "claims": {c["key"]: c["verdict"] for c in result["claims"]},
+        "experiment": experiment,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m flows.ablation``: the flow once, with the flow's parameters as options."""
+    parser = argparse.ArgumentParser(prog="python -m flows.ablation", description=lead_ablation.__doc__)
+    parser.add_argument("-S", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--concurrency", type=int, default=2, help="cells at once (default 2)")
+    parser.add_argument("--workspace", default=".", help="the DVC workspace (default: the current folder)")
+    parser.add_argument("--gpus-per-cell", type=int, default=0, help="CUDA_VISIBLE_DEVICES slots per cell")
+    args = parser.parse_args(argv)
+    try:  # a typo costs no Prefect server start
+        load_params(Path(args.workspace) / "params.yaml", args.overrides)
+    except ParamsError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    start_local_api()
+    lead_ablation(
+        overrides=args.overrides,
+        concurrency=args.concurrency,
+        workspace=args.workspace,
+        gpus_per_cell=args.gpus_per_cell,
+    )
+
+
+if __name__ == "__main__":
+    main()

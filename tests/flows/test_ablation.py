@@ -1,0 +1,119 @@
+"""The ablation as DVC stages and as the ``lead-ablation`` flow: cells run side by side (concurrency 2), recorded
+in DVC so that ``dvc repro`` then finds them up to date, and one variant's knob reruns only its cells."""
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import mlflow
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+from flows.ablation import PIPELINE, UPSTREAM
+from tests.conftest import ROOT, _merge
+from tests.flows.conftest import REDUCED, dvc, make_workspace
+
+pytestmark = pytest.mark.slow
+GIT = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
+
+CELLS = {f"{PIPELINE}:baseline@0", f"{PIPELINE}:cell@grpo-0", f"{PIPELINE}:cell@lead-0"}
+ABLATION = {
+    "ablation": {
+        "variants": {
+            "grpo": {"length_reward": False, "penalty": False, "reweight": False},
+            "lead": {"length_reward": True, "penalty": True, "reweight": True},
+        },
+        "seeds": [0],
+        "max_steps": 1,
+    },
+    "train": {"stage2": {"enabled": False}},
+    "evaluate": {"model": "train"},
+}
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory) -> Path:
+    config: dict = json.loads(json.dumps(REDUCED))
+    _merge(config, ABLATION)
+    ws = make_workspace(tmp_path_factory.mktemp("ablation"), config)
+    # merged into params.yaml's four variants, these two would be added to them: set them instead
+    data = yaml.safe_load((ws / "params.yaml").read_text())
+    data["ablation"]["variants"] = ABLATION["ablation"]["variants"]
+    (ws / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    subprocess.run([*GIT, "commit", "-qam", "two variants"], cwd=ws, check=True)
+    return ws
+
+
+def test_the_flows_upstream_is_what_the_cells_read():
+    import networkx as nx
+    from dvc.repo import Repo
+
+    with Repo(str(ROOT)) as repo:
+        graph = repo.index.graph
+        cells = [s for s in graph if s.dvcfile.relpath == PIPELINE]
+        upstream = {
+            a.name for c in cells for a in nx.descendants(graph, c) if a.dvcfile.relpath == "dvc.yaml"
+        }
+    assert upstream == set(UPSTREAM)
+
+
+def ran(output: str) -> set[str]:
+    return set(re.findall(r"^Running stage '([^']+)'", output, re.M))
+
+
+def _task_runs(flow_run_name: str):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    with get_client(sync_client=True) as client:
+        return client.read_task_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[flow_run_name]))
+        )
+
+
+def test_the_flow_runs_cells_side_by_side_then_dvc_reruns_only_what_changed(ws, prefect_server):
+    from flows.ablation import lead_ablation
+
+    state = lead_ablation(workspace=str(ws), concurrency=2, return_state=True)
+    result = state.result()
+    assert set(result["cells"]) == CELLS and all(isinstance(s, float) for s in result["cells"].values())
+    assert set(result["claims"]) == set() and "grpo_gain" in result["target"]
+
+    # Two cells at once: the cell task runs overlap in time.
+    runs = sorted(
+        (r for r in _task_runs(_flow_name(state)) if r.name in CELLS),
+        key=lambda r: r.start_time,
+    )
+    assert len(runs) == 3 and runs[1].start_time < runs[0].end_time
+
+    # MLflow: the report's run is the parent of every cell's run, and a child of the flow's run.
+    mlflow.set_tracking_uri(f"sqlite:///{ws / 'mlflow.db'}")
+    client = MlflowClient()
+    report = client.search_runs(
+        [client.get_experiment_by_name("lead").experiment_id], "tags.stage = 'ablation'"
+    )[0]
+    assert report.data.tags["mlflow.parentRunId"] == result["mlflow_parent_run_id"]
+    children = client.search_runs(
+        [report.info.experiment_id], f"tags.mlflow.parentRunId = '{report.info.run_id}'"
+    )
+    assert sorted(r.info.run_name for r in children) == ["grpo-s0", "lead-s0", "warmstart-s0"]
+
+    # Recorded in DVC as a repro would: nothing to do; `dvc dag` shows the cells.
+    assert "up to date" in dvc(ws, "status", PIPELINE).stdout
+    assert ran(dvc(ws, "repro", PIPELINE).stdout) == set()
+    assert "cell@lead-0" in dvc(ws, "dag", "--md").stdout
+
+    # One variant's knob: its cell and the report rerun, nothing else.
+    again = dvc(ws, "exp", "run", PIPELINE, "-S", "+ablation.variants.lead.alpha=0.5").stdout  # + adds a key
+    assert ran(again) == {f"{PIPELINE}:cell@lead-0", f"{PIPELINE}:report"}
+    text = (ws / "reports" / "ablation" / "ablation.json").read_text()
+    assert json.loads(text)["settings"]["variants"]["lead"]["alpha"] == 0.5
+
+
+def _flow_name(state) -> str:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(state.state_details.flow_run_id).name
