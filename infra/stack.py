@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The team stack on one machine, as plain processes on 127.0.0.1, all state under ``.stack/``.
 
-    python infra/stack.py install    # postgresql, chromium (apt, only when missing) + the servers' extra modules
-    python infra/stack.py up         # make stack:        start what is not running, wait for health
-    python infra/stack.py status     # make stack-status: each service up/down
-    python infra/stack.py down       # make stack-down:   stop everything it started (pids under .stack/)
+    python infra/stack.py install      # postgresql, chromium (apt, only when missing) + pyproject's `stack` extra
+    python infra/stack.py up           # make stack:        start what is not running, wait for health
+    python infra/stack.py status       # make stack-status: each service up/down
+    python infra/stack.py down         # make stack-down:   stop everything it started (pids under .stack/)
+    python infra/stack.py compose-env  # infra/.env for infra/compose.yaml: every credential generated (0600)
 
 Services: PostgreSQL (role ``lead``, databases ``mlflow`` and ``prefect``), ``mlflow server`` on Postgres with
 proxied artifacts and MLflow's basic-auth app, a Prefect server on Postgres with its basic auth, a Prefect
@@ -16,13 +17,23 @@ Settings (environment): LEAD_STACK_DIR (state, default ``<repo>/.stack``), LEAD_
 LEAD_STACK_MLFLOW_PORT (5001), LEAD_STACK_PREFECT_PORT (4201), LEAD_STACK_PYLIB (the extra modules,
 default ``<repo>/.stack/pylib``). Run it with the project's Python (``.venv/bin/python``): mlflow, prefect
 and dvc are taken from beside it. As root, Postgres runs as the system user ``lead-stack`` (created if absent).
+
+The servers' extra modules are pyproject.toml's ``stack`` extra (``mlflow[auth]``: Flask-WTF for the basic-auth
+app; ``psycopg2-binary``: MLflow's Postgres driver), pinned by the project's lock (``infra/lock/cpu.txt``, or
+``gpu.txt`` beside the GPU build of vLLM): ``install`` asks pip what the extra adds to this environment and
+installs exactly those pins into LEAD_STACK_PYLIB, the servers' ``PYTHONPATH`` — not into the venv the test
+suite runs in (a client of the stack needs none of them).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import importlib.metadata
+import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -30,6 +41,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from base64 import b64encode
@@ -40,9 +52,7 @@ BIN = Path(sys.executable).parent  # the venv's bin: mlflow, prefect, dvc
 PG_OS_USER = "lead-stack"
 DB_ROLE = "lead"
 ADMIN = "admin"
-# What mlflow's basic-auth app and its Postgres store need beyond the project's lock (mlflow[auth], psycopg2):
-# installed into a folder of their own (the servers' PYTHONPATH), not into the project's venv.
-EXTRAS = ("flask-wtf==1.3.0", "wtforms==3.3.2", "psycopg2-binary==2.9.13")
+LOCKS = ROOT / "infra" / "lock"
 SERVICES = ("postgres", "mlflow", "prefect", "worker")
 
 
@@ -103,16 +113,103 @@ def install(cfg: dict) -> None:
             subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env)
     pylib = cfg["pylib"]
     stamp = pylib / ".installed"
-    wanted = f"{sys.version_info[:2]} {' '.join(EXTRAS)}"
+    requirements, lock = stack_requirements(), lock_file()
+    wanted = json.dumps(
+        {
+            "python": list(sys.version_info[:2]),
+            "requirements": requirements,
+            "lock": f"{lock.name} {hashlib.sha256(lock.read_bytes()).hexdigest()}",
+        }
+    )
     if not stamp.is_file() or stamp.read_text() != wanted:
-        print(f"stack: installing {', '.join(EXTRAS)} into {pylib}", flush=True)
+        pins = added_pins(requirements, lock)
+        print(f"stack: installing {', '.join(pins) or 'nothing'} into {pylib} (pins: {lock})", flush=True)
         shutil.rmtree(pylib, ignore_errors=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(pylib), *EXTRAS],
-            check=True,
-        )
+        pylib.mkdir(parents=True)
+        if pins:
+            subprocess.run(
+                [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(pylib), *pins],
+                check=True,
+            )
         stamp.write_text(wanted)
     print(f"stack: installed (postgres in {pg_bindir()}, extras in {pylib})")
+
+
+def stack_requirements() -> list[str]:
+    """pyproject.toml's ``stack`` extra: what the servers need beyond the project's own dependencies."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return list(project["optional-dependencies"]["stack"])
+
+
+def lock_file() -> Path:
+    """The lock this environment was installed from: gpu.txt beside the GPU build of vLLM, else cpu.txt."""
+    try:
+        importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return LOCKS / "cpu.txt"
+    return LOCKS / "gpu.txt"
+
+
+def _lock_pins(lock: Path) -> dict[str, str]:
+    pins = {}
+    for line in lock.read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.strip().split("==", 1)
+            pins[_normal(name)] = version
+    return pins
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def added_pins(requirements: list[str], lock: Path) -> list[str]:
+    """``name==version`` of every package ``requirements`` add to this environment (pip's resolution against
+    what is installed, under the lock's constraints); each must be pinned by the lock."""
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--report", "-", "-c", str(lock)]
+    report = subprocess.run(
+        [*pip, *requirements],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    locked = _lock_pins(lock)
+    pins = []
+    for item in json.loads(report)["install"]:
+        name, version = item["metadata"]["name"], item["metadata"]["version"]
+        if locked.get(_normal(name)) != version:
+            raise StackError(
+                f"{name} {version} (for pyproject.toml's `stack` extra) is not pinned by {lock}: "
+                "`make lock` rewrites the locks with the extra"
+            )
+        pins.append(f"{name}=={version}")
+    return sorted(pins)
+
+
+def compose_env(path: Path) -> None:
+    """``infra/.env`` for ``docker compose --env-file``: every credential of infra/compose.yaml generated,
+    written once (0600; git-ignored). The keys are those of infra/.env.example."""
+    if path.exists():
+        raise StackError(f"{path} exists: it holds the credentials the containers were created with; keep it")
+    example = ROOT / "infra" / ".env.example"
+    users = {"POSTGRES_USER": DB_ROLE, "MINIO_ROOT_USER": DB_ROLE, "MLFLOW_ADMIN_USER": ADMIN}
+    values = {}
+    for line in example.read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            key = line.split("=", 1)[0].strip()
+            if key in users:
+                values[key] = users[key]
+            elif key == "PREFECT_AUTH_STRING":
+                values[key] = f"{ADMIN}:{secrets.token_urlsafe(24)}"
+            else:
+                values[key] = secrets.token_urlsafe(32 if "SECRET" in key else 24)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("# generated by `python infra/stack.py compose-env`; never commit, never print\n")
+        f.writelines(f"{k}={v}\n" for k, v in values.items())
+    print(
+        f"stack: wrote {path} ({', '.join(values)}); `docker compose -f infra/compose.yaml --env-file {path} up -d`"
+    )
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -172,7 +269,10 @@ def read_pid(cfg: dict, name: str) -> int | None:
 
 
 def port_free(port: int) -> bool:
+    """Whether nothing listens on 127.0.0.1:``port``. SO_REUSEADDR, as the servers set it: the closing
+    connections of a server that was killed (FIN-WAIT, TIME-WAIT) do not keep its port from it."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -367,6 +467,8 @@ def start_mlflow(cfg: dict, sec: dict[str, str]) -> int | None:
         f"admin_username = {ADMIN}\n"
         "# admin_password: from MLFLOW_AUTH_ADMIN_PASSWORD (infra/stack.py, .stack/secrets.env)\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+        "# a password's PBKDF2 check once a minute, not on every request (one worker: no stale entries)\n"
+        "auth_cache_ttl_seconds = 60\n"
     )
     env = {
         "MLFLOW_BACKEND_STORE_URI": db_uri(cfg, sec, "mlflow", "psycopg2"),
@@ -374,6 +476,8 @@ def start_mlflow(cfg: dict, sec: dict[str, str]) -> int | None:
         "MLFLOW_AUTH_CONFIG_PATH": str(auth_ini),
         "MLFLOW_AUTH_ADMIN_PASSWORD": sec["LEAD_STACK_MLFLOW_ADMIN_PASSWORD"],
         "MLFLOW_FLASK_SERVER_SECRET_KEY": sec["LEAD_STACK_MLFLOW_SECRET_KEY"],
+        # No job runner (GenAI scorers, judges; lead uses none): its 7 idle huey consumers poll a core's third.
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
         "PYTHONPATH": str(cfg["pylib"]),
     }
     cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
@@ -556,8 +660,14 @@ def status(cfg: dict) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["install", "up", "down", "status"])
+    parser.add_argument("command", choices=["install", "up", "down", "status", "compose-env"])
     parser.add_argument("--no-dvc-remote", action="store_true", help="up: leave the DVC remotes as they are")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "infra" / ".env",
+        help="compose-env: the file (default: infra/.env)",
+    )
     args = parser.parse_args(argv)
     cfg = settings()
     try:
@@ -568,6 +678,8 @@ def main(argv: list[str] | None = None) -> int:
             up(cfg, dvc=not args.no_dvc_remote)
         elif args.command == "down":
             down(cfg)
+        elif args.command == "compose-env":
+            compose_env(args.out)
         else:
             return 0 if status(cfg) else 3
     except StackError as exc:

@@ -1,11 +1,25 @@
 """The team stack on one machine (infra/stack.py), for real: Postgres, the MLflow server with basic auth and
-proxied artifacts, the Prefect server with its auth string, the worker; the register stage against the server.
+proxied artifacts, the Prefect server with its auth string, the process worker of ``lead-local``, the DVC
+folder remote — and the pipeline run through it, as a team runs it.
 
-One stack for the module, in a temporary state folder on free ports (not the developer's ``.stack/``)."""
+One stack for the module, in a temporary state folder on free ports (not the developer's ``.stack/``), and one
+deployment run of the whole DAG, which every pipeline test below reads: ``prefect deploy`` of prefect.yaml's
+``local`` from a throw-away DVC workspace (tests/flows/conftest.py's seconds-sized settings), then ``prefect
+deployment run 'lead-pipeline/local'`` with overrides, through the stack's Prefect server and worker and with
+its auth string. The overrides make it a DVC experiment (``register.on_experiment=true``: registered anyway);
+``push=true`` sends its outputs to the stack's DVC remote. During that run, once, the MLflow server is killed
+in the middle of the register stage (``chaos/sitecustomize.py``: right after the version was created, before
+it is complete); the test restarts it (``stack.py up``) once the stage has failed, and Prefect's retry
+completes the stage.
+
+This run replaces the deployment run on a temporary Prefect server that tests/flows/test_deployment.py made
+(one run of the DAG serves both: ``make test`` has one fewer)."""
 
 import importlib.util
+import itertools
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -19,19 +33,31 @@ from pathlib import Path
 
 import mlflow
 import pytest
+import yaml
 from mlflow import MlflowClient
 
-from lead.config import Params
-from lead.io.fingerprint import model_fingerprint, publish
-from lead.io.tracking import use_experiment
-from lead.stages import register
-from lead.stages._common import manifest_path
-from tests.conftest import ROOT, tmp_params
-from tests.stages.test_register import evaluated
+from lead.config import load_params
+from lead.stages import STAGES, register
+from tests.conftest import ROOT
+from tests.flows.conftest import REDUCED, dvc, make_workspace
 
-pytestmark = pytest.mark.slow  # starts four servers (~30 s on 2 cores) and registers one model
+pytestmark = pytest.mark.slow  # four servers (~30 s on 2 cores) and the whole DAG through them (~5 min)
 
 STACK = ROOT / "infra" / "stack.py"
+BIN = Path(sys.executable).parent
+CHAOS = Path(__file__).with_name("chaos")
+MODEL = REDUCED["register"]["model_name"]
+OVERRIDES = ["evaluate.max_new_tokens=40", "evaluate.budgets=[20,40]", "register.on_experiment=true"]
+
+
+def load_stack_script():
+    spec = importlib.util.spec_from_file_location("stack_script", STACK)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+stack_script = load_stack_script()
 
 
 def free_port() -> int:
@@ -64,12 +90,41 @@ def stack():
     secrets = dict(
         line.split("=", 1) for line in (state / "secrets.env").read_text().splitlines() if "=" in line
     )
-    info = {"state": state, "env": env, "ports": ports, "secrets": secrets, "up": started}
+    mlflow_url, prefect_api = (
+        f"http://127.0.0.1:{ports['mlflow']}",
+        f"http://127.0.0.1:{ports['prefect']}/api",
+    )
+    client = {  # what a client of the stack sets (stack.py's env.sh)
+        "MLFLOW_TRACKING_URI": mlflow_url,
+        "MLFLOW_TRACKING_USERNAME": "admin",
+        "MLFLOW_TRACKING_PASSWORD": secrets["LEAD_STACK_MLFLOW_ADMIN_PASSWORD"],
+        "PREFECT_API_URL": prefect_api,
+        "PREFECT_API_AUTH_STRING": f"admin:{secrets['LEAD_STACK_PREFECT_PASSWORD']}",
+    }
+    info = {
+        "state": state,
+        "env": env,
+        "ports": ports,
+        "secrets": secrets,
+        "up": started,
+        "mlflow": mlflow_url,
+        "prefect": prefect_api,
+        "client": client,
+    }
+    # This process is a client of the MLflow server too (the tests' MlflowClient, `lead promote`, load_model);
+    # the tracking URI itself is set per test (tests/conftest.py clears it before each one).
+    saved = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")}
+    os.environ.update({k: client[k] for k in saved})
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         yield info
     finally:
         info["down"] = script(env, "down")
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         shutil.rmtree(state, ignore_errors=True)
 
 
@@ -79,10 +134,22 @@ def status(url: str, auth: str | None = None, data: dict | None = None) -> int:
     if auth:
         request.add_header("Authorization", "Basic " + b64encode(auth.encode()).decode())
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:  # a PBKDF2 check on a loaded machine
             return response.status
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def prefect_api(stack: dict, path: str, data: dict | None = None):
+    """A call to the stack's Prefect API with its auth string: the JSON answer."""
+    body = None if data is None else json.dumps(data).encode()
+    request = urllib.request.Request(
+        f"{stack['prefect']}/{path}", data=body, headers={"Content-Type": "application/json"}
+    )
+    auth = b64encode(stack["client"]["PREFECT_API_AUTH_STRING"].encode()).decode()
+    request.add_header("Authorization", f"Basic {auth}")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
 
 
 def test_up_is_idempotent_and_secrets_stay_private(stack):
@@ -99,80 +166,301 @@ def test_up_is_idempotent_and_secrets_stay_private(stack):
 
 
 def test_mlflow_refuses_requests_without_credentials(stack):
-    url = f"http://127.0.0.1:{stack['ports']['mlflow']}/api/2.0/mlflow/experiments/search?max_results=1"
+    url = f"{stack['mlflow']}/api/2.0/mlflow/experiments/search?max_results=1"
     assert status(url) == 401
     assert status(url, f"admin:{stack['secrets']['LEAD_STACK_MLFLOW_ADMIN_PASSWORD']}") == 200
     assert status(url, "admin:wrong") == 401
 
 
 def test_prefect_api_needs_the_auth_string(stack):
-    api = f"http://127.0.0.1:{stack['ports']['prefect']}/api"
-    auth = f"admin:{stack['secrets']['LEAD_STACK_PREFECT_PASSWORD']}"
+    api = stack["prefect"]
+    auth = stack["client"]["PREFECT_API_AUTH_STRING"]
     assert status(f"{api}/health") == 200  # Prefect leaves its health probe open (Kubernetes probes)
     assert status(f"{api}/work_pools/filter", data={}) == 401
     assert status(f"{api}/work_pools/filter", auth, data={}) == 200
     assert status(f"{api}/work_pools/lead-local", auth) == 200  # the pool the worker polls
     # The worker authenticates too: it shows in the pool once it has sent its first heartbeat.
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and "lead-stack" not in workers(f"{api}/work_pools/lead-local", auth):
+    while time.monotonic() < deadline and "lead-stack" not in workers(stack):
         time.sleep(1)
-    assert "lead-stack" in workers(f"{api}/work_pools/lead-local", auth)
+    assert "lead-stack" in workers(stack)
 
 
-def workers(pool: str, auth: str) -> list[str]:
-    request = urllib.request.Request(
-        f"{pool}/workers/filter", data=b"{}", headers={"Content-Type": "application/json"}
+def workers(stack: dict) -> list[str]:
+    return [w["name"] for w in prefect_api(stack, "work_pools/lead-local/workers/filter", {})]
+
+
+# ---------------------------------------------------------------------------------------- the deployment run
+
+
+def prefect(env: dict, cwd: Path, *args: str, timeout: int = 300) -> str:
+    done = subprocess.run(
+        [str(BIN / "prefect"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
-    request.add_header("Authorization", "Basic " + b64encode(auth.encode()).decode())
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return [w["name"] for w in json.load(response)]
+    assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
 
 
-@pytest.fixture
-def server_params(stack, tmp_path, tiny_model, monkeypatch) -> Params:
-    """tests/stages/test_register.py's ``params``, tracked on the stack's MLflow server."""
-    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
-    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", stack["secrets"]["LEAD_STACK_MLFLOW_ADMIN_PASSWORD"])
-    url = f"http://127.0.0.1:{stack['ports']['mlflow']}"
-    p = tmp_params(tmp_path, tracking={"uri": url}, register={"model_name": "lead-stack"})
-    model = p.paths.models / "train"
-    shutil.copytree(tiny_model[0], model)
-    p.paths.reports.mkdir(parents=True)
-    use_experiment(p)
-    with mlflow.start_run(run_name="train", tags={"stage": "train"}) as train_run:
-        mlflow.log_params({"train.max_steps": 100, "train.preset": "paper"})
-    (p.paths.reports / "train.json").write_text(json.dumps({"mlflow_run_id": train_run.info.run_id}))
-    publish(
-        manifest_path(p, "train"),
-        "train",
-        [p.paths.reports / "train.json"],
-        model=model_fingerprint(model),
-        mlflow_run_id=train_run.info.run_id,
+def wait_for(what: str, check, timeout: float, every: float = 2.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f} s"
+        time.sleep(every)
+
+
+def task_runs(stack: dict, flow_run_id: str) -> dict[str, dict]:
+    """The flow run's task runs by task name (``calibrate``, ``register``, ...)."""
+    runs = prefect_api(stack, "task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}})
+    return {r["name"].rsplit("-", 1)[0]: r for r in runs}
+
+
+def flow_run(stack: dict, flow_run_id: str) -> dict:
+    return prefect_api(stack, f"flow_runs/{flow_run_id}")
+
+
+@pytest.fixture(scope="module")
+def workspace(stack, tmp_path_factory) -> Path:
+    """A throw-away git + DVC workspace (the reduced config), the stack's DVC folder remote as its default."""
+    ws = make_workspace(tmp_path_factory.mktemp("workspace"), REDUCED)
+    remote = stack["state"] / "dvc-remote"  # what `make stack` adds to the checkout (--local: not in git)
+    remote.mkdir()
+    dvc(ws, "remote", "add", "-d", "--local", "stack", str(remote))
+    return ws
+
+
+@pytest.fixture(scope="module")
+def pipeline(stack, workspace):
+    """The one deployment run (module docstring): deploy, run, kill MLflow during register, restart it."""
+    state = stack["state"]
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PREFECT_HOME": str(state / "prefect-client"),
+        **stack["client"],
+    }
+    started = time.monotonic()
+    prefect(env, workspace, "--no-prompt", "deploy", "--prefect-file", "prefect.yaml", "-n", "local")
+    mark = state / "chaos-killed"
+    chaos = {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(CHAOS), os.environ.get("PYTHONPATH")])),
+        "LEAD_CHAOS_MLFLOW_PID": str(state / "pids" / "mlflow.pid"),
+        "LEAD_CHAOS_MARK": str(mark),
+        # Fail in seconds while the server is down, instead of MLflow's minutes of backed-off retries.
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    }
+    out = prefect(
+        env,
+        workspace,
+        "deployment",
+        "run",
+        "lead-pipeline/local",
+        "--param",
+        f"overrides={json.dumps(OVERRIDES)}",
+        "--param",
+        "push=true",
+        "--job-variable",
+        f"env={json.dumps(chaos)}",
     )
-    p.evaluate.model = "train"
-    return p
+    run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", out).group(1)
 
+    def killed():
+        state_type = flow_run(stack, run_id)["state_type"]
+        assert state_type not in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"), (
+            f"the flow run ended {state_type} before the MLflow server was killed"
+        )
+        return mark.exists()
 
-def test_register_and_promote_through_the_server(server_params: Params, stack):
-    evaluated(server_params, 0.30, 60.0)
-    first = register.run(server_params)
-    assert first["version"] == 1 and first["aliases"] == ["challenger", "champion"]
+    wait_for("the MLflow server killed during register", killed, timeout=1200)
+    killed_at = time.monotonic()
+    assert not stack_script.mlflow_health({"ports": stack["ports"]})
 
-    client = MlflowClient(server_params.tracking.uri)
-    version = client.get_model_version("lead-stack", "1")
-    assert version.tags["lead.state"] == "registered" and version.tags["git.commit"]
-    assert (
-        version.tags["train.run_id"] and version.tags["evaluate.run_id"] and version.tags["model.fingerprint"]
+    def register_failed():  # the stage failed, Prefect waits to retry it
+        task = task_runs(stack, run_id).get("register")
+        return task if task and task["state"]["name"] == "AwaitingRetry" else None
+
+    failed = wait_for("the register task failing", register_failed, timeout=300, every=0.5)
+    failed_after = time.monotonic() - killed_at
+    restarted = script(stack["env"], "up", "--no-dvc-remote")  # starts only what is not running: MLflow
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+
+    def ended():
+        run = flow_run(stack, run_id)
+        return run if run["state_type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
+
+    final = wait_for("the flow run", ended, timeout=900, every=3)
+    states = prefect_api(stack, f"task_run_states/?task_run_id={failed['id']}")
+    logs = prefect_api(
+        stack, "logs/filter", {"logs": {"task_run_id": {"any_": [failed["id"]]}}, "sort": "TIMESTAMP_ASC"}
     )
-    assert "Pass@1" in version.description
-    experiment = client.get_experiment_by_name(server_params.tracking.experiment)
+    return {
+        "id": run_id,
+        "flow_run": final,
+        "tasks": task_runs(stack, run_id),
+        "register_states": [s["name"] for s in states],
+        "register_log": "\n".join(line["message"] for line in logs),
+        "failed_after": failed_after,
+        "restarted": restarted.stdout,
+        "seconds": time.monotonic() - started,
+        "killed": mark.read_text().split(),
+    }
+
+
+def saved_experiment(workspace: Path, flow_run_name: str) -> dict:
+    shown = json.loads(dvc(workspace, "exp", "show", "--json").stdout)
+    revs = [r for b in shown for e in b.get("experiments") or [] for r in e["revs"]]
+    (saved,) = [r for r in revs if (r.get("name") or "").startswith(flow_run_name)]
+    return saved
+
+
+@pytest.mark.timeout(2400)  # the module's deployment run is made for this test
+def test_deployment_run_through_the_stack_runs_every_stage_with_the_override(pipeline, workspace):
+    run = pipeline["flow_run"]
+    assert run["state_type"] == "COMPLETED", run["state"]
+    assert run["parameters"]["overrides"] == OVERRIDES and run["parameters"]["push"] is True
+    tasks = pipeline["tasks"]
+    assert set(STAGES) <= set(tasks)
+    for stage in STAGES:  # every stage ran (an up-to-date one would end "Skipped", a restored one "Cached")
+        assert tasks[stage]["state"]["type"] == "COMPLETED", (stage, tasks[stage]["state"])
+        assert tasks[stage]["state"]["name"] == "Completed", (stage, tasks[stage]["state"]["name"])
+    # The override ran as a DVC experiment of the workspace, named after the flow run; the workspace untouched.
+    saved = saved_experiment(workspace, run["name"])
+    params = saved["data"]["params"]["params.yaml"]["data"]
+    assert params["evaluate"]["max_new_tokens"] == 40 and params["register"]["on_experiment"] is True
+    metrics = saved["data"]["metrics"]["reports/evaluate/metrics.json"]["data"]
+    assert "proxy.budget_20.pass_at_1" in metrics  # the override reached the evaluate stage
+    assert yaml.safe_load((workspace / "params.yaml").read_text())["evaluate"]["max_new_tokens"] != 40
+    assert not (workspace / "reports/evaluate/metrics.json").exists()
+
+
+def parent_run(client: MlflowClient):
+    experiment = client.get_experiment_by_name(load_params(ROOT / "params.yaml").tracking.experiment)
+    (parent,) = client.search_runs([experiment.experiment_id], "tags.stage = 'pipeline'")
+    return experiment, parent
+
+
+def psql(stack: dict, sql: str) -> list[list[str]]:
+    """A query on the stack's Postgres (as its OS user, through its socket: peer authentication)."""
+    bindir = stack_script.pg_bindir()
+    sock = stack["state"] / "pg" / "sock"
+    cmd = [str(bindir / "psql"), "-At", "-F", "\t", "-h", str(sock), "-p", str(stack["ports"]["postgres"])]
+    done = subprocess.run(
+        stack_script.as_pg_user([*cmd, "-d", "mlflow", "-c", sql]), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return [line.split("\t") for line in done.stdout.splitlines()]
+
+
+def test_every_stage_run_is_nested_under_the_parent_run_in_postgres(pipeline, stack):
+    client = MlflowClient(stack["mlflow"])
+    experiment, parent = parent_run(client)
     assert experiment.artifact_location.startswith("mlflow-artifacts:")  # proxied by the server
-    assert any((stack["state"] / "mlartifacts").rglob("config.json"))  # ... into its destination
+    assert parent.info.status == "FINISHED" and parent.data.tags["dvc.experiment"].startswith(
+        pipeline["flow_run"]["name"]
+    )
+    rows = psql(
+        stack,
+        "SELECT s.value, r.status FROM runs r JOIN tags s ON s.run_uuid = r.run_uuid AND s.key = 'stage' "
+        "JOIN tags p ON p.run_uuid = r.run_uuid AND p.key = 'mlflow.parentRunId' "
+        f"WHERE p.value = '{parent.info.run_id}' AND r.lifecycle_stage = 'active'",
+    )
+    finished = {stage for stage, status in rows if status == "FINISHED"}
+    assert finished == set(STAGES), rows
+    # The one register attempt the kill cut short is nested too, and not FINISHED (MLflow was down when it
+    # ended: it could not be marked FAILED).
+    assert sorted(status for stage, status in rows if stage == "register") == ["FINISHED", "RUNNING"], rows
 
-    register.promote(server_params, "1", "checked by hand on the team stack")
-    assert "hand (lead promote)" in client.get_model_version("lead-stack", "1").tags["champion.promoted"]
-    loaded = mlflow.transformers.load_model("models:/lead-stack@champion", return_type="components")
+
+def test_the_killed_stage_failed_clearly_and_the_retry_left_one_complete_version(pipeline, stack):
+    # Killed right after mlflow.register_model had created version 1 (tagged lead.state=registering).
+    assert pipeline["killed"][2] == "1"
+    assert "AwaitingRetry" in pipeline["register_states"], pipeline["register_states"]
+    log = pipeline["register_log"]  # the task's log: what the stage printed, then Prefect's verdict
+    assert "mlflow.exceptions.MlflowException: API request to " in log, log
+    assert f"http://127.0.0.1:{stack['ports']['mlflow']}" in log and "Connection refused" in log, log
+    assert pipeline["failed_after"] < 120
+    assert pipeline["tasks"]["register"]["run_count"] >= 2  # Prefect's retry completed it
+    assert "mlflow: already running" not in pipeline["restarted"]
+    client = MlflowClient(stack["mlflow"])
+    versions = client.search_model_versions(f"name = '{MODEL}'")
+    # The half-made version 1 was deleted by the retry before it registered version 2; nothing else is left.
+    assert [v.version for v in versions] == ["2"], [(v.version, v.tags.get("lead.state")) for v in versions]
+
+
+def test_the_version_is_registered_on_the_server_with_lineage_aliases_and_loads(
+    pipeline, stack, workspace, monkeypatch
+):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", stack["mlflow"])  # as `source .stack/env.sh` does
+    client = MlflowClient(stack["mlflow"])
+    _, parent = parent_run(client)
+    (version,) = client.search_model_versions(f"name = '{MODEL}'")
+    version = client.get_model_version(MODEL, version.version)
+    tags = version.tags
+    assert tags["lead.state"] == "registered" and tags["git.commit"] and tags["model.fingerprint"]
+    assert tags["mlflow.parent_run_id"] == parent.info.run_id
+    runs = {r.data.tags["stage"]: r for r in client.search_runs([parent.info.experiment_id])}
+    assert tags["train.run_id"] == runs["train_stage2"].info.run_id
+    assert tags["evaluate.run_id"] == runs["evaluate"].info.run_id
+    assert tags["dvc.model_md5"] != "none" and tags["dvc.train_data_md5"] != "none"
+    assert "Pass@1" in version.description and "proxy" in version.description
+    assert sorted(version.aliases) == ["challenger", "champion"]  # the first version: the gate promotes it
+    assert any((stack["state"] / "mlartifacts").rglob("config.json"))  # artifacts proxied into the server's
+
+    params = load_params(workspace / "params.yaml")  # what `lead promote` does, against the server
+    register.promote(params, version.version, "checked by hand on the team stack")
+    promoted = client.get_model_version(MODEL, version.version).tags["champion.promoted"]
+    assert "hand (lead promote)" in promoted
+    loaded = mlflow.transformers.load_model(f"models:/{MODEL}@champion", return_type="components")
     assert loaded["model"].num_parameters() > 0
+
+
+def test_a_fresh_clone_pulls_from_the_remote_and_reproduces_nothing(pipeline, stack, workspace, tmp_path):
+    name = saved_experiment(workspace, pipeline["flow_run"]["name"])["name"]
+    applied = dvc(workspace, "exp", "apply", name, check=False)
+    if (
+        applied.returncode != 0
+    ):  # it applied, but ablation/dvc.yaml's outputs, never computed, fail to check out
+        said = (applied.stdout + applied.stderr).split("Checkout failed for following targets:\n")[-1]
+        failed = list(itertools.takewhile(lambda line: line and " " not in line, said.splitlines()))
+        assert failed and all(t.startswith(("models/ablation/", "reports/ablation/")) for t in failed), said
+    git = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
+    ignores = [str(p.relative_to(workspace)) for p in workspace.rglob(".gitignore") if ".dvc" not in p.parts]
+    subprocess.run([*git, "add", "params.yaml", "dvc.lock", *ignores], cwd=workspace, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", f"experiment {name}"], cwd=workspace, check=True)
+    # The pipeline's outputs (dvc.yaml; ablation/dvc.yaml has its own). The flow pushed them (push=true).
+    pushed = dvc(workspace, "push", "dvc.yaml")
+    assert "Everything is up to date" in pushed.stdout, pushed.stdout
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(workspace), str(clone)], check=True)
+    dvc(clone, "remote", "add", "-d", "--local", "stack", str(stack["state"] / "dvc-remote"))
+    dvc(clone, "pull", "dvc.yaml")
+    assert (clone / "models" / "train_stage2" / "config.json").exists()
+    # What the remote cannot hold: the resume state DVC does not cache (persist, cache: false — calibration
+    # caches, training checkpoints). A plain `dvc repro` calls those stages changed for it alone...
+    status = json.loads(dvc(clone, "status", "--json", "dvc.yaml").stdout)
+    changes = {
+        (stage, path)
+        for stage, entries in status.items()
+        for entry in entries
+        for path, change in (entry.get("changed outs") or {}).items()
+        if change == "deleted"
+    }
+    uncached = {
+        ("calibrate", "data/curated/calibration_cache.jsonl"),
+        ("train", "models/train_checkpoints"),
+        ("calibrate_stage2", "data/curated/calibration_cache_stage2.jsonl"),
+        ("train_stage2", "models/train_stage2_checkpoints"),
+    }
+    assert changes == uncached and set(status) == {stage for stage, _ in uncached}, status
+    # ... so a fresh clone reproduces with --allow-missing: no stage runs, every output came from the remote.
+    repro = dvc(clone, "repro", "--allow-missing")
+    assert "Running stage" not in repro.stdout, repro.stdout
+    for stage in STAGES:
+        assert f"Stage '{stage}' didn't change, skipping" in repro.stdout, repro.stdout
 
 
 def test_down_leaves_no_process(stack):
@@ -181,8 +469,6 @@ def test_down_leaves_no_process(stack):
     assert len(pids) == 4
     down = script(stack["env"], "down")
     assert down.returncode == 0, down.stdout + down.stderr
-    spec = importlib.util.spec_from_file_location("stack_script", STACK)
-    stack_script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stack_script)  # its own notion of alive: running, zombies not counted
+    # the script's own notion of alive: running, zombies not counted
     assert not [p for p in pids if stack_script.alive(p) or stack_script.group_alive(p)]
     assert script(stack["env"], "status").returncode == 3
