@@ -83,6 +83,12 @@ def _env(
     return env
 
 
+def stage_file(repo: Any, stage: Any) -> str:
+    """The ``dvc.yaml`` that defines ``stage``, relative to the repository's root (DVC's own ``relpath`` and
+    ``addressing`` are relative to the current folder, which a flow running in a copy is not in)."""
+    return Path(stage.dvcfile.path).resolve().relative_to(Path(repo.root_dir).resolve()).as_posix()
+
+
 def stale_cells(workspace: Path) -> dict[str, tuple[str, Path]]:
     """The stages of ``ablation/dvc.yaml`` that DVC finds stale, but the report: address → (command, wdir)."""
     import subprocess
@@ -95,8 +101,8 @@ def stale_cells(workspace: Path) -> dict[str, tuple[str, Path]]:
     if done.returncode:
         raise CommandError(f"`dvc status --json {PIPELINE}` failed:\n{done.stderr.strip()}")
     stale = set(json.loads(done.stdout or "{}"))
-    with Repo(str(workspace)) as repo:
-        stages = {s.addressing: s for s in repo.index.stages if s.dvcfile.relpath == PIPELINE}
+    with Repo(str(workspace)) as repo:  # addresses as `dvc status` run in the workspace writes them
+        stages = {f"{PIPELINE}:{s.name}": s for s in repo.index.stages if stage_file(repo, s) == PIPELINE}
     return {
         address: (stage.cmd, Path(stage.wdir))
         for address, stage in stages.items()

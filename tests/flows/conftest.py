@@ -64,10 +64,10 @@ def dvc(
     return done
 
 
-def make_workspace(ws: Path, config: dict) -> Path:
-    """A fresh git + DVC workspace in ``ws`` holding copies of what ``dvc.yaml`` names and the shipped
-    params.yaml with ``config`` merged in, committed."""
-    for name in ("dvc.yaml", "ablation/dvc.yaml", "pyproject.toml", "prefect.yaml", "infra/stage.sh"):
+def make_workspace(ws: Path, config: dict, extra: tuple[str, ...] = ()) -> Path:
+    """A fresh git + DVC workspace in ``ws`` holding copies of what ``dvc.yaml`` names (and the ``extra`` files,
+    e.g. the ablation's ``ablation/dvc.yaml``) and the shipped params.yaml with ``config`` merged in, committed."""
+    for name in ("dvc.yaml", "pyproject.toml", "prefect.yaml", "infra/stage.sh", *extra):
         (ws / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, ws / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")

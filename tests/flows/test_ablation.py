@@ -11,7 +11,7 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from flows.ablation import PIPELINE, UPSTREAM
+from flows.ablation import PIPELINE, UPSTREAM, stage_file
 from tests.conftest import ROOT, _merge
 from tests.flows.conftest import REDUCED, dvc, make_workspace
 
@@ -37,7 +37,7 @@ ABLATION = {
 def ws(tmp_path_factory) -> Path:
     config: dict = json.loads(json.dumps(REDUCED))
     _merge(config, ABLATION)
-    ws = make_workspace(tmp_path_factory.mktemp("ablation"), config)
+    ws = make_workspace(tmp_path_factory.mktemp("ablation"), config, extra=(PIPELINE,))
     # merged into params.yaml's four variants, these two would be added to them: set them instead
     data = yaml.safe_load((ws / "params.yaml").read_text())
     data["ablation"]["variants"] = ABLATION["ablation"]["variants"]
@@ -52,9 +52,9 @@ def test_the_flows_upstream_is_what_the_cells_read():
 
     with Repo(str(ROOT)) as repo:
         graph = repo.index.graph
-        cells = [s for s in graph if s.dvcfile.relpath == PIPELINE]
+        cells = [s for s in graph if stage_file(repo, s) == PIPELINE]
         upstream = {
-            a.name for c in cells for a in nx.descendants(graph, c) if a.dvcfile.relpath == "dvc.yaml"
+            a.name for c in cells for a in nx.descendants(graph, c) if stage_file(repo, a) == "dvc.yaml"
         }
     assert upstream == set(UPSTREAM)
 

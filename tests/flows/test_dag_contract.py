@@ -58,12 +58,12 @@ def declarations(workspace: Path) -> dict[str, dict[str, list[str]]]:
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
 
+    from flows.ablation import stage_file
+
     out = {}
     with Repo(str(workspace)) as repo:
         for stage in repo.index.stages:
-            if (
-                stage.dvcfile.relpath != "dvc.yaml"
-            ):  # the ablation's pipeline (ablation/dvc.yaml) is not run here
+            if stage_file(repo, stage) != "dvc.yaml":  # the ablation's pipeline is not checked here
                 continue
             params = [k for d in stage.deps if isinstance(d, ParamsDependency) for k in d.params]
             deps = [d.def_path for d in stage.deps if not isinstance(d, ParamsDependency)]
