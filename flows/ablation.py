@@ -42,8 +42,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.commands import CommandError, dvc_executable, git, run
 from flows.pipeline import TASKS, flow_place, save_task
-from flows.prefect_api import start_local_api
-from lead.config import ParamsError, load_params
+from flows.prefect_api import check_then_start
+from lead.config import load_params
 
 PIPELINE = "ablation/dvc.yaml"
 REPORT = f"{PIPELINE}:report"
@@ -270,11 +270,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workspace", default=".", help="the DVC workspace (default: the current folder)")
     parser.add_argument("--gpus-per-cell", type=int, default=0, help="CUDA_VISIBLE_DEVICES slots per cell")
     args = parser.parse_args(argv)
-    try:  # a typo costs no Prefect server start
-        load_params(Path(args.workspace) / "params.yaml", args.overrides)
-    except ParamsError as exc:
-        parser.exit(2, f"error: {exc}\n")
-    start_local_api()
+    check_then_start(parser, args.workspace, args.overrides)
     lead_ablation(
         overrides=args.overrides,
         concurrency=args.concurrency,

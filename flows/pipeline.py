@@ -75,9 +75,9 @@ from prefect.states import Completed
 
 from flows.commands import dvc_executable, git, run
 from flows.experiment import clean_stale, experiment_copy, save_experiment
-from flows.prefect_api import start_local_api
+from flows.prefect_api import check_then_start
 from flows.summary import OUTCOMES, StageRow, markdown, stage_line
-from lead.config import Params, ParamsError, load_params
+from lead.config import Params, load_params
 from lead.stages import STAGES
 
 # Sampling engines and the tracking store can fail transiently; training resumes from its checkpoints.
@@ -341,11 +341,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--push", action="store_true", help="dvc push the results at the end")
     args = parser.parse_args(argv)
-    try:  # a typo costs no Prefect server start
-        load_params(Path(args.workspace) / "params.yaml", args.overrides)
-    except ParamsError as exc:
-        parser.exit(2, f"error: {exc}\n")
-    start_local_api()
+    check_then_start(parser, args.workspace, args.overrides)
     lead_pipeline(
         overrides=args.overrides, stages=args.stages, workspace=args.workspace, pull=args.pull, push=args.push
     )

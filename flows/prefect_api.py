@@ -12,6 +12,7 @@ the tests' harness — the server migrated once when it started, and nothing her
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import os
 from pathlib import Path
@@ -47,3 +48,15 @@ def start_local_api() -> None:
             failed = client.api_healthcheck()
         if failed is not None:
             raise RuntimeError(f"the temporary Prefect server did not start: {failed}")
+
+
+def check_then_start(parser: argparse.ArgumentParser, workspace: str, overrides: list[str]) -> None:
+    """What a flow's command line does before its flow: validate the params (a typo exits 2 and costs no
+    Prefect server start), then :func:`start_local_api`."""
+    from lead.config import ParamsError, load_params
+
+    try:
+        load_params(Path(workspace) / "params.yaml", overrides)
+    except ParamsError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    start_local_api()
