@@ -14,6 +14,7 @@ Reading a process's session and start time needs Linux's ``/proc``; elsewhere no
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import signal
@@ -118,9 +119,11 @@ def run(
         raise CommandError(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{''.join(tail)}")
 
 
-def stop_orphans(folder: Path, timeout: float = 30.0) -> list[int]:
-    """Kill the process groups of the sessions recorded under ``folder`` whose leader still runs (commands a
-    killed flow started there), wait for the leaders to go, drop the records; returns the leaders' pids.
+def stop_orphans(folder: Path, timeout: float = 30.0, grace: float = 10.0) -> list[int]:
+    """Stop the process groups of the sessions recorded under ``folder`` whose leader still runs (commands a
+    killed flow started there): SIGTERM first, so that a stage ends its MLflow run (KILLED) and cleans up, then
+    SIGKILL for whatever still runs after ``grace`` seconds; wait for the leaders to go, drop the records;
+    returns the leaders' pids.
 
     Only call it while holding the workspace lock: a live flow's records are its running commands.
     """
@@ -130,12 +133,18 @@ def stop_orphans(folder: Path, timeout: float = 30.0) -> list[int]:
         pid, started = int(record.name), record.read_text().strip()
         # The leader of its own session (pid == session id) with the recorded start time: our command itself.
         if started and _stat(pid) == (pid, int(started)):
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(pid, signal.SIGTERM)
             stopped.append(pid)
         record.unlink()
-    deadline = time.monotonic() + timeout
-    while any(_stat(pid) is not None for pid in stopped):
+    killed = time.monotonic() + grace
+    deadline = time.monotonic() + grace + timeout
+    while alive := [pid for pid in stopped if _stat(pid) is not None]:
+        if time.monotonic() > killed:
+            for pid in alive:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+            killed = float("inf")
         if time.monotonic() > deadline:
-            raise CommandError(f"processes {stopped} under {folder} did not stop within {timeout:.0f} s")
+            raise CommandError(f"processes {alive} under {folder} did not stop within {timeout:.0f} s")
         time.sleep(0.1)
     return stopped

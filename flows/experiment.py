@@ -8,10 +8,10 @@ git and by DVC, on the same file system as the DVC cache — holding what the wo
   plus the overrides", as ``dvc exp run`` would take it (a ``dvc.lock`` not yet committed included);
 * the workspace's DVC cache (``cache.dir`` in the copy's ``config.local``, beside a copy of the workspace's own
   ``config.local``), from which ``dvc checkout`` restores the outputs, and into which the run's new outputs go;
-* copies of the outputs DVC does not cache (``cache: false``: the calibration caches, the training
-  checkpoints), without which DVC would call their stages changed. Copies, not links: the calibration cache is
-  appended to in place. At full scale the checkpoints are large; this is the price of a run that cannot touch
-  the workspace's resume state;
+* a copy of the workspace's resume state (``paths.resume``: the calibration caches, the training checkpoints;
+  no DVC output), so that a stage the overrides make stale resumes or reuses what its identity allows. A copy,
+  not links: the calibration cache is appended to in place. At full scale the checkpoints are large; this is
+  the price of a run that cannot touch the workspace's resume state;
 * ``params.yaml`` with the overrides written in (:func:`write_overrides`: DVC's round-trip YAML, the form
   params.yaml is kept in, so every other line stays, comments included), checked to read back as the params
   the flow validated.
@@ -24,8 +24,7 @@ whatever the ending; one left by a killed flow is removed, with the commands sti
 (:func:`flows.commands.stop_orphans`), by the next flow's :func:`clean_stale`.
 
 Limits. What a stage adds to the copied resume state is not kept: a killed experiment run trains afresh when
-run again, and after ``dvc exp apply`` the stages it reran show their uncached outputs as modified until they
-run once more. ``dvc exp save`` uses the repository's shared experiment refs (``refs/exps/exec``) for a
+run again. ``dvc exp save`` uses the repository's shared experiment refs (``refs/exps/exec``) for a
 moment: a ``dvc exp run``/``save`` in the workspace at that same moment may collide with it (the flow lock
 only keeps flows apart).
 """
@@ -34,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,14 +86,6 @@ def _carry_changes(workspace: Path, copy: Path) -> None:
             target.unlink(missing_ok=True)
 
 
-def _uncached_outputs(copy: Path) -> list[str]:
-    """The paths (relative to the repository) of every ``cache: false`` output of the copy's pipeline."""
-    from dvc.repo import Repo
-
-    with Repo(str(copy)) as repo:
-        return [os.path.relpath(out.fs_path, copy) for out in repo.index.outs if not out.use_cache]
-
-
 def _share_cache(workspace: Path, copy: Path) -> None:
     """Point the copy at the workspace's DVC cache, after the workspace's local config (remotes, credentials)."""
     local = workspace / ".dvc" / "config.local"
@@ -125,13 +115,9 @@ def experiment_copy(workspace: Path, run_id: str, overrides: list[str]) -> Itera
     git(["worktree", "add", "--detach", str(copy), "HEAD"], workspace)
     try:
         _carry_changes(workspace, copy)
-        for name in _uncached_outputs(copy):
-            source, target = workspace / name, copy / name
-            if source.is_dir() and not target.exists():
-                shutil.copytree(source, target, symlinks=True)
-            elif source.is_file() and not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, target)
+        resume = load_params(workspace / "params.yaml").paths.resume
+        if not resume.is_absolute() and (workspace / resume).is_dir():  # an absolute one is shared as it is
+            shutil.copytree(workspace / resume, copy / resume, symlinks=True)
         _share_cache(workspace, copy)
         # Outputs the cache lacks (never computed here, or garbage-collected) are left to their stages.
         run([dvc_executable(), "checkout", "--allow-missing"], copy)

@@ -24,6 +24,7 @@ def tmp_params(tmp_path: Path, **sections) -> Params:
         "curated": str(tmp_path / "curated"),
         "models": str(tmp_path / "models"),
         "reports": str(tmp_path / "reports"),
+        "resume": str(tmp_path / "resume"),
     }
     data["tracking"]["uri"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
     for name, values in sections.items():

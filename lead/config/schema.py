@@ -159,13 +159,18 @@ class PathParams(Section):
     )
     curated: Path = Field(
         Path("data/curated"),
-        description="curate's training pool and test split, the calibrated pools and their calibration caches",
+        description="curate's training pool and test split, the calibrated pools",
     )
     models: Path = Field(
         Path("models"),
-        description="trained models (<models>/warmstart, train, train_stage2) and their training checkpoints",
+        description="trained models (<models>/warmstart, train, train_stage2)",
     )
     reports: Path = Field(Path("reports"), description="metrics, plots and summaries, one entry per stage")
+    resume: Path = Field(
+        Path("resume"),
+        description="what stages read back themselves, keyed by content (calibration caches, training "
+        "checkpoints): outside DVC, not pushed; deleting it costs recomputation, never a wrong result",
+    )
 
 
 class TrackingParams(Section):

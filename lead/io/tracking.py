@@ -6,7 +6,8 @@
   beside the database (:func:`use_experiment`), not in ``./mlruns`` of whatever the working directory is.
 * :func:`stage_run` opens the stage's run, tagged ``stage=<name>``, nested under the pipeline's parent run
   when ``LEAD_PARENT_RUN_ID`` is set (the Prefect flow sets it). A run that raises is marked FAILED before
-  the exception propagates (MLflow's atexit handler would otherwise mark it FINISHED).
+  the exception propagates (MLflow's atexit handler would otherwise mark it FINISHED); one stopped from outside
+  (:class:`Terminated` by SIGTERM, ``KeyboardInterrupt`` by Ctrl-C or a cancelled flow's SIGINT) is marked KILLED.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from lead.config import Params
 from lead.io.files import repo_root
 
 PARENT_RUN_ENV = "LEAD_PARENT_RUN_ID"
+
+
+class Terminated(SystemExit):
+    """The process was sent SIGTERM (raised by the stages' handler, :func:`lead.stages._common.stage_main`)."""
 
 
 def tracking_uri(params: Params) -> str:
@@ -93,10 +98,14 @@ def stage_run(
         if run_id
         else mlflow.start_run(run_name=name or stage, tags=tags, nested=nested)
     )
-    with opened as run:  # ends the run FINISHED, or FAILED on any exception (KeyboardInterrupt included)
+    with opened as run:  # ends the run FINISHED, or FAILED on any exception
         if not run_id:  # params of a resumed run are already logged (and MLflow refuses to change them)
             for section in log_sections:
                 # Only the sections logged are read (the DAG contract test checks what a stage reads).
                 values = getattr(params, "register_" if section == "register" else section)
                 mlflow.log_params(flatten({section: values.model_dump(mode="json", by_alias=True)}))
-        yield run
+        try:
+            yield run
+        except (Terminated, KeyboardInterrupt):
+            mlflow.end_run("KILLED")  # stopped from outside, not failed; MLflow's own exit then ends nothing
+            raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,6 +35,15 @@ def manifest_path(params: Params, stage: str) -> Path:
     return folder / f"{stage}.manifest.json"
 
 
+def resume_dir(params: Params, name: str) -> Path:
+    """``<paths.resume>/<name>``: the resume state of the stage (or ablation cell) ``name`` — its calibration
+    cache, its training checkpoints — which it reads back itself and keys by content (a training run's identity,
+    a calibration's settings). Deliberately not a DVC output: DVC neither caches nor pushes it, so a fresh clone
+    that pulled every output has nothing missing and reruns nothing; a run that finds it resumes or reuses, one
+    that does not recomputes."""
+    return params.paths.resume / name
+
+
 def published_model(params: Params, stage: str) -> tuple[Path, str]:
     """``(<paths.models>/<stage>, its fingerprint)``, refused (:class:`lead.io.fingerprint.StaleOutputError`) unless
     it is the very model ``stage`` published last (its manifest names it by content)."""
@@ -60,13 +70,14 @@ def stage_main(
     then ``run``. Bad params exit 2 -- also when ``run`` finds them (a check that needs a library the params
     loader does not import) --, a :class:`StageError` exits 1; both print their message without a traceback.
     ``arguments`` adds a stage's own options (one cell of the ablation: ``--variant``, ``--seed``); their values
-    reach ``run`` as keyword arguments."""
+    reach ``run`` as keyword arguments.
+
+    SIGTERM (a cancelled flow's command, ``kill``, a pod stopped) raises :class:`~lead.io.tracking.Terminated`
+    in the stage, so that it unwinds like any error: its MLflow run ends KILLED instead of staying RUNNING for
+    ever (SIGKILL, which nothing can catch, still leaves it RUNNING), exit code 143."""
     parser = argparse.ArgumentParser(prog=f"python -m lead.stages.{name}", description=run.__doc__)
-    own = set()
     if arguments:
-        before = {a.dest for a in parser._actions}
         arguments(parser)
-        own = {a.dest for a in parser._actions} - before
     parser.add_argument("--params", default=str(DEFAULT_PARAMS), help="params file (default: params.yaml)")
     parser.add_argument(
         "--recipe",
@@ -74,23 +85,36 @@ def stage_main(
         help="a recipe (params sections, e.g. recipes/grpo-lead-7b.yaml) applied on top of --params, before -S",
     )
     parser.add_argument("-S", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
+    args = vars(parser.parse_args(argv))
+    common = {k: args.pop(k) for k in ("params", "recipe", "overrides")}  # the rest: the stage's own options
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        recipe = recipe_overrides(args.recipe) if args.recipe else []
-        params = load_params(args.params, [*recipe, *args.overrides])
-        run(params, **{k: getattr(args, k) for k in sorted(own)})
+        recipe = recipe_overrides(common["recipe"]) if common["recipe"] else []
+        params = load_params(common["params"], [*recipe, *common["overrides"]])
+        run(params, **args)
     except ParamsError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        if os.environ.get("DVC_STAGE"):  # dvc repro removed this stage's outputs before running it
+        stage = os.environ.get("DVC_STAGE")  # dvc repro removed this stage's outputs before running it
+        if stage:
+            # its own pipeline file: a bare `dvc checkout` also tries the other pipeline's never-run outputs
+            pipeline = stage.rpartition(":")[0] or "dvc.yaml"
             print(
-                "hint: fix the params and run again; `dvc checkout` restores the outputs of the last good run "
-                "(`make run` and `lead` check params.yaml before DVC touches anything)",
+                f"hint: fix the params and run again; `dvc checkout {pipeline}` restores the outputs of the last "
+                "good run (`make run` and `lead` check params.yaml before DVC touches anything)",
                 file=sys.stderr,
             )
         raise SystemExit(2) from None
     except StageError as exc:
         print(f"error: {name}: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    from lead.io.tracking import Terminated
+
+    raise Terminated(128 + signum)
 
 
 def _closing(inclusive: str | None, end: str) -> str:

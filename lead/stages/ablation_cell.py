@@ -12,8 +12,8 @@ Outputs, per cell ``<variant>-s<seed>`` (``warmstart-s<seed>`` for the baseline)
 * ``<paths.reports>/ablation/cells/<cell>/`` — the evaluate stage's reports (``evaluate/metrics.json``,
   ``samples.parquet``, plots) and, written last, ``result.json``: the cell's scores
   (:func:`lead.core.ablation.cell_scores`), the trained model's fingerprint, its MLflow run, seconds;
-* ``<paths.models>/ablation/<cell>/`` — the trained model, its checkpoints beside it (``<cell>_checkpoints``,
-  the resume points of a killed cell).
+* ``<paths.models>/ablation/<cell>/`` — the trained model; its checkpoints (the resume points of a killed cell,
+  outside DVC) are in ``<paths.resume>/ablation/<cell>``.
 
 MLflow: one run per cell (named after it; tags ``stage=ablation_cell``, ``variant``, ``seed``; its scores as
 metrics) holding the cell's train and evaluate runs. The report stage (:mod:`lead.stages.ablation`) makes it a
@@ -33,7 +33,7 @@ from typing import Any
 from lead.config import Params, ParamsError
 from lead.core import ablation
 from lead.io.files import write_json
-from lead.stages._common import stage_main
+from lead.stages._common import resume_dir, stage_main
 
 RESULT = "result.json"
 
@@ -83,7 +83,10 @@ def run(params: Params, variant: str | None = None, seed: int = 0) -> dict[str, 
     with stage_run(p, "ablation_cell", name=ablation.cell_name(name, seed), tags=tags) as run:
         trained: dict[str, Any] = {}
         if variant is not None:
-            trained = train.run(p, output=model_dir(params, variant, seed))
+            cell = ablation.cell_name(variant, seed)
+            trained = train.run(
+                p, output=model_dir(params, variant, seed), checkpoints=resume_dir(params, f"ablation/{cell}")
+            )
         metrics = evaluate.run(p)
         scores = ablation.cell_scores(metrics, p.evaluate.samples)
         mlflow.log_metrics(

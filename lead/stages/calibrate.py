@@ -25,7 +25,8 @@ Outputs
 * ``<paths.reports>/calibrate/histogram.csv`` (DVC plot: ``pass_rate,problems,kept``) and
   ``pass_rate_histogram.png`` (also logged to MLflow, run tagged ``stage=calibrate``).
 
-Incremental cache (``calibration_cache.jsonl``): its format and keys are in :mod:`lead.io.calibration_cache`.
+Incremental cache (``<paths.resume>/calibrate/cache.jsonl``, resume state outside DVC:
+:func:`lead.stages._common.resume_dir`): its format and keys are in :mod:`lead.io.calibration_cache`.
 """
 
 from __future__ import annotations
@@ -42,12 +43,12 @@ from lead.core import difficulty
 from lead.io import calibration_cache
 from lead.io.files import atomic_path, write_json, write_text
 from lead.io.fingerprint import model_fingerprint, publish, unpublish, verify
-from lead.stages._common import manifest_path, stage_main
+from lead.stages._common import manifest_path, resume_dir, stage_main
 
 if TYPE_CHECKING:
     from lead.grading import Extraction
 
-CACHE_NAME = "calibration_cache.jsonl"
+CACHE_NAME = "cache.jsonl"  # in the stage's resume_dir
 OUTPUT_NAME = "calibrated.parquet"
 REPORT_DIR = "calibrate"
 REPORT_FILES = ("summary.json", "histogram.csv", "pass_rate_histogram.png")
@@ -88,7 +89,7 @@ def stage1_target(params: Params) -> Target:
     return Target(
         stage="calibrate",
         model=model_path(params),
-        cache=params.paths.curated / CACHE_NAME,
+        cache=resume_dir(params, "calibrate") / CACHE_NAME,
         output=params.paths.curated / OUTPUT_NAME,
         reports=params.paths.reports / REPORT_DIR,
         low=cfg.min_pass_rate,

@@ -9,9 +9,9 @@ It is a DVC stage of its own so that ``dvc dag`` shows the loop back through cal
 exactly when the stage-1 model, the pool or these settings change.
 
 Outputs (the same layout as ``calibrate``'s): ``<paths.curated>/calibrated_stage2.parquet`` (the whole pool,
-pass rates under the stage-1 model, ``keep`` = the stage-2 band), ``calibration_cache_stage2.jsonl`` beside
-it, ``<paths.reports>/calibrate_stage2/{summary.json, histogram.csv, pass_rate_histogram.png}`` and the
-manifest ``<paths.curated>/calibrate_stage2.manifest.json``.
+pass rates under the stage-1 model, ``keep`` = the stage-2 band),
+``<paths.reports>/calibrate_stage2/{summary.json, histogram.csv, pass_rate_histogram.png}`` and the manifest
+``<paths.curated>/calibrate_stage2.manifest.json``; its cache is ``<paths.resume>/calibrate_stage2/cache.jsonl``.
 
 With ``train.stage2.enabled: false`` (the default) nothing is sampled: the outputs say the stage is off
 (an empty pool, a summary ``{"enabled": false}``), so that the DAG has the same shape either way.
@@ -27,11 +27,10 @@ from lead.core import difficulty
 from lead.io.files import atomic_path, write_json, write_text
 from lead.io.fingerprint import publish, unpublish
 from lead.stages import calibrate
-from lead.stages._common import manifest_path, published_model, stage_main
+from lead.stages._common import manifest_path, published_model, resume_dir, stage_main
 
 STAGE = "calibrate_stage2"
 OUTPUT_NAME = "calibrated_stage2.parquet"
-CACHE_NAME = "calibration_cache_stage2.jsonl"
 
 
 def target_paths(params: Params) -> tuple[Path, Path]:
@@ -49,7 +48,7 @@ def target(params: Params) -> calibrate.Target:
     return calibrate.Target(
         stage=STAGE,
         model=stage1_model(params),
-        cache=params.paths.curated / CACHE_NAME,
+        cache=resume_dir(params, STAGE) / calibrate.CACHE_NAME,
         output=output,
         reports=reports,
         low=low,
@@ -65,7 +64,7 @@ def stage1_model(params: Params) -> Path:
 
 
 def _disabled(params: Params) -> dict[str, Any]:
-    """The outputs of a stage that is off: an empty pool, an empty cache, a summary and a plot saying so."""
+    """The outputs of a stage that is off: an empty pool, a summary and a plot saying so."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from matplotlib.figure import Figure
@@ -73,7 +72,6 @@ def _disabled(params: Params) -> dict[str, Any]:
     t = params.paths.curated
     with atomic_path(t / OUTPUT_NAME) as tmp:
         pq.write_table(pa.table({"id": pa.array([], pa.string()), "keep": pa.array([], pa.bool_())}), tmp)
-    (t / CACHE_NAME).touch()
     reports = params.paths.reports / STAGE
     summary = {"enabled": False, "problems": 0, "kept": 0}
     write_json(reports / "summary.json", summary)

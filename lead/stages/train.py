@@ -12,7 +12,7 @@ fingerprint, the MLflow run and the run's identity, so that register can tell wh
 
 **Same run** means the same :func:`run_identity`: the train settings, the start model's *content*, the training
 and dev rows, the training code.
-Checkpoints go to ``<paths.models>/train_checkpoints`` every ``train.save_steps`` steps, with
+Checkpoints go to ``<paths.resume>/train`` (resume state, outside DVC) every ``train.save_steps`` steps, with
 ``lead_run.json`` (identity, MLflow run id, state). Started again with the same identity, a killed run (even by
 SIGKILL) resumes from its last complete checkpoint into the same MLflow run, losing at most one checkpoint
 interval; a finished one is reused as a whole (nothing trained, the same model and summary). Any other identity —
@@ -43,7 +43,7 @@ from lead.io.fingerprint import (
     value_fingerprint,
     verify,
 )
-from lead.stages._common import StageError, empty_pool_message, manifest_path, stage_main
+from lead.stages._common import StageError, empty_pool_message, manifest_path, resume_dir, stage_main
 
 DEV_METRIC = "eval_lead/share_correct"  # Pass@1 on the dev split, what checkpoint = best maximises
 RUN_FILE = "lead_run.json"  # in the checkpoint folder: the run's identity, MLflow run id and state
@@ -55,7 +55,7 @@ def model_dir(params: Params) -> Path:
 
 
 def checkpoint_dir(params: Params) -> Path:
-    return params.paths.models / "train_checkpoints"
+    return resume_dir(params, "train")
 
 
 def start_model(params: Params) -> str:
@@ -602,13 +602,17 @@ def _save_to(trainer, tokenizer, folder: Path, lora: bool) -> None:
         tokenizer.save_pretrained(folder)
 
 
-def run(params: Params, *, output: Path | None = None) -> dict[str, Any]:
+def run(params: Params, *, output: Path | None = None, checkpoints: Path | None = None) -> dict[str, Any]:
     """Train with GRPO-LEAD from the warm-started model and save the final model to ``<paths.models>/train``
-    (or ``output``, with its checkpoints beside it in ``<output>_checkpoints``: how `lead ablation` trains
-    several variants from one workspace). Curriculum stage 2 is the next DVC stage (``train_stage2``)."""
+    (or ``output``, with its checkpoints in ``checkpoints``: how an ablation cell trains its variant in the same
+    workspace). Curriculum stage 2 is the next DVC stage (``train_stage2``)."""
     check_train_settings(params)  # before any work: the settings only TRL or the launch can judge
+    if (output is None) != (checkpoints is None):
+        raise ValueError(
+            "train.run: output and checkpoints go together (one run's model and its resume state)"
+        )
     final = output or model_dir(params)
-    ckpt = final.with_name(f"{final.name}_checkpoints") if output else checkpoint_dir(params)
+    ckpt = checkpoints or checkpoint_dir(params)
     state = _distributed_state()
     manifest = manifest_path(params, "train") if output is None else None
     if state.is_main_process and manifest:

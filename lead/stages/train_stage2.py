@@ -9,7 +9,7 @@ dev split (the same rows, validated on again), with
 ``train.stage2.max_steps``), in an MLflow run ``train_stage2`` (tag ``stage=train_stage2``).
 
 Outputs: ``<paths.models>/train_stage2`` (evaluate it with ``evaluate.model: train_stage2``), checkpoints in
-``<paths.models>/train_stage2_checkpoints`` (resumed and reused by identity, as in :mod:`lead.stages.train`),
+``<paths.resume>/train_stage2`` (resumed and reused by identity, as in :mod:`lead.stages.train`),
 ``<paths.reports>/train_stage2.json`` and the manifest ``<paths.models>/train_stage2.manifest.json``.
 
 With ``train.stage2.enabled: false`` (the default) nothing is trained: the model folder holds only
@@ -26,7 +26,7 @@ from lead.core import difficulty
 from lead.io.files import atomic_path, write_json
 from lead.io.fingerprint import StaleOutputError, publish, unpublish, verify
 from lead.stages import calibrate_stage2, train
-from lead.stages._common import manifest_path, published_model, stage_main
+from lead.stages._common import manifest_path, published_model, resume_dir, stage_main
 
 STAGE = "train_stage2"
 DISABLED = "disabled.json"  # the whole content of the model folder when stage 2 is off
@@ -37,7 +37,7 @@ def model_dir(params: Params) -> Path:
 
 
 def checkpoint_dir(params: Params) -> Path:
-    return params.paths.models / f"{STAGE}_checkpoints"
+    return resume_dir(params, STAGE)
 
 
 def report_path(params: Params) -> Path:
@@ -81,7 +81,6 @@ def run(params: Params) -> dict[str, Any]:
             with atomic_path(model_dir(params)) as tmp:
                 tmp.mkdir()
                 write_json(tmp / DISABLED, summary)
-            checkpoint_dir(params).mkdir(parents=True, exist_ok=True)  # DVC's declared (persist) output
             write_json(report_path(params), summary)
             publish(manifest, STAGE, [report_path(params)], model=None, mlflow_run_id=None)
         return summary

@@ -32,14 +32,16 @@ def test_declared_params_and_code_exist():
                 assert (ROOT / dep).exists(), f"{name}: {dep} does not exist"
 
 
-def test_outputs_are_cached_unless_they_are_resume_state():
+def test_every_output_is_cached_and_none_is_resume_state():
+    # Restorable with `dvc checkout` after a failed run removed it, and on the remote after `dvc push`: a fresh
+    # clone's `dvc pull` then leaves no stage changed. Resume state (read back by a stage itself) is no output:
+    # it lives under paths.resume (lead.stages._common.resume_dir).
+    resume = str(load_params(ROOT / "params.yaml").paths.resume)
     for name, stage in DAG.items():
         for entry in stage["outs"] + stage.get("metrics", []) + stage.get("plots", []):
             path, options = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
-            if options.get("persist"):  # read back by the stage itself: kept, not versioned
-                assert options.get("cache") is False, (name, path)
-            else:  # restorable with `dvc checkout` after a failed run removed it
-                assert options.get("cache", True), (name, path)
+            assert options.get("cache", True) and not options.get("persist"), (name, path)
+            assert not path.startswith(("${paths.resume}", resume)), (name, path)
 
 
 def _launch(tmp_path, env: dict[str, str]) -> str:
@@ -120,7 +122,7 @@ def test_the_ablation_pipeline_runs_its_stages_at_the_root_with_the_roots_params
                 assert (ROOT / dep).exists(), f"{name}: {dep} does not exist"
         for entry in stage["outs"] + stage.get("metrics", []) + stage.get("plots", []):
             path, options = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
-            assert options.get("cache", True) or options.get("persist"), (name, path)
+            assert options.get("cache", True) and not options.get("persist"), (name, path)
     # a cell declares its own variant's keys, not the whole ablation section: editing one variant reruns its cells
     assert "ablation" not in ABLATION["stages"]["cell"]["params"]
     assert "ablation.variants.${item.variant}" in ABLATION["stages"]["cell"]["params"]

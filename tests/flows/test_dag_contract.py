@@ -7,8 +7,10 @@ and writes (``recorder/sitecustomize.py``). Then, per stage:
 
 * every params key read is declared under ``params:`` (itself or a section above it);
 * every ``lead/`` module imported is a declared dependency (the file or a folder above it);
-* every file read is a declared dependency or one of the stage's own outputs (its cache, checkpoints, ...);
-* every file written is one of its declared outputs (or an atomic write's temporary sibling of one).
+* every file read is a declared dependency, one of the stage's own outputs or in its own resume state
+  (``<paths.resume>/<stage>``: its calibration cache or checkpoints, no DVC output by design);
+* every file written is one of its declared outputs (or an atomic write's temporary sibling of one) or in its
+  own resume state.
 
 What is deliberately not declared is listed in :data:`EXEMPT`, each with its reason. DVC only reruns what a
 declaration names, so an undeclared read is a result that can silently go stale.
@@ -54,11 +56,15 @@ _TEMP = re.compile(r"(^|/)\.([^/]+)\.[^/]*-\d+\.[^/]+/\2(?=/|$)")
 
 
 def declarations(workspace: Path) -> dict[str, dict[str, list[str]]]:
-    """Each stage's declared params keys, dependencies and outputs, resolved by DVC itself."""
+    """Each stage's declared params keys, dependencies and outputs, resolved by DVC itself, and its resume state
+    (:func:`lead.stages._common.resume_dir`)."""
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
 
     from flows.ablation import stage_file
+    from lead.config import load_params
+
+    resume = load_params(workspace / "params.yaml").paths.resume
 
     out = {}
     with Repo(str(workspace)) as repo:
@@ -67,7 +73,12 @@ def declarations(workspace: Path) -> dict[str, dict[str, list[str]]]:
                 continue
             params = [k for d in stage.deps if isinstance(d, ParamsDependency) for k in d.params]
             deps = [d.def_path for d in stage.deps if not isinstance(d, ParamsDependency)]
-            out[stage.name] = {"params": params, "deps": deps, "outs": [o.def_path for o in stage.outs]}
+            out[stage.name] = {
+                "params": params,
+                "deps": deps,
+                "outs": [o.def_path for o in stage.outs],
+                "resume": [f"{resume}/{stage.name}"],
+            }
     return out
 
 
@@ -95,14 +106,14 @@ def violations(record: dict, declared: dict[str, list[str]]) -> list[str]:
         path = _TEMP.sub(r"\1\2", path)
         if path.startswith(("lead/", "flows/")) or _exempt_file(path):
             continue  # code is checked through the modules imported
-        if not _under(path, declared["deps"] + declared["outs"]):
-            problems.append(f"reads {path}, neither a declared dependency nor its own output")
+        if not _under(path, declared["deps"] + declared["outs"] + declared["resume"]):
+            problems.append(f"reads {path}, neither a declared dependency nor its own output or resume state")
     for path in record["written"]:
         path = _TEMP.sub(r"\1\2", path)
         if _exempt_file(path):
             continue
-        if not _under(path, declared["outs"]):
-            problems.append(f"writes {path}, not a declared output")
+        if not _under(path, declared["outs"] + declared["resume"]):
+            problems.append(f"writes {path}, not a declared output nor its own resume state")
     return problems
 
 
@@ -119,6 +130,8 @@ def test_every_stage_declares_what_it_reads_and_writes(workspace, recorded):
     assert "data/curated/calibrated_stage2.parquet" in records["train_stage2"]["read"]
     written = {_TEMP.sub(r"\1\2", p) for p in records["train_stage2"]["written"]}
     assert "models/train_stage2/model.safetensors" in written
+    assert "resume/calibrate/cache.jsonl" in {_TEMP.sub(r"\1\2", p) for p in records["calibrate"]["written"]}
+    assert any(p.startswith("resume/train/checkpoint-") for p in records["train"]["written"])
 
 
 @pytest.mark.parametrize(

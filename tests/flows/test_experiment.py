@@ -49,14 +49,16 @@ def test_overrides_are_written_on_their_lines_and_nothing_else_changes(tmp_path)
     assert all(old.partition("#")[2] == new.partition("#")[2] for old, new in changed)
 
 
-def _sleeper(**kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], **kwargs)
+def _sleeper(ignore_term: bool = False, **kwargs) -> subprocess.Popen:
+    code = "import signal, time; "
+    code += "signal.signal(signal.SIGTERM, signal.SIG_IGN); " if ignore_term else ""
+    return subprocess.Popen([sys.executable, "-c", code + "print(flush=True); time.sleep(60)"], **kwargs)
 
 
 def test_only_a_recorded_session_whose_leader_is_the_recorded_process_is_stopped(tmp_path):
     sessions = tmp_path / SESSIONS
     sessions.mkdir(parents=True)
-    ours = _sleeper(start_new_session=True)  # what flows.commands.run starts
+    ours = _sleeper(start_new_session=True, stdout=subprocess.PIPE)  # what flows.commands.run starts
     not_a_leader = _sleeper()  # in this test's session: a pid that another command's record may name
     restarted = _sleeper(start_new_session=True)  # a leader, but started after the record was written
     try:
@@ -68,14 +70,31 @@ def test_only_a_recorded_session_whose_leader_is_the_recorded_process_is_stopped
         ):
             (sessions / str(proc.pid)).write_text(str(started))
 
+        ours.stdout.readline()  # its SIGTERM handler is the default one by now
         assert stop_orphans(tmp_path) == [ours.pid]
-        assert ours.wait(timeout=10) == -signal.SIGKILL
+        assert ours.wait(timeout=10) == -signal.SIGTERM  # asked first: a stage ends its MLflow run
         assert not_a_leader.poll() is None and restarted.poll() is None
         assert list(sessions.iterdir()) == []  # records of commands that are gone are dropped
     finally:
         for proc in (ours, not_a_leader, restarted):
             proc.kill()
             proc.wait()
+
+
+def test_an_orphan_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path):
+    sessions = tmp_path / SESSIONS
+    sessions.mkdir(parents=True)
+    stubborn = _sleeper(ignore_term=True, start_new_session=True, stdout=subprocess.PIPE)
+    try:
+        stubborn.stdout.readline()  # SIGTERM is ignored from here on
+        (sessions / str(stubborn.pid)).write_text(str(_stat(stubborn.pid)[1]))
+        started = time.monotonic()
+        assert stop_orphans(tmp_path, grace=1.0) == [stubborn.pid]
+        assert stubborn.wait(timeout=10) == -signal.SIGKILL
+        assert 1.0 <= time.monotonic() - started < 10
+    finally:
+        stubborn.kill()
+        stubborn.wait()
 
 
 def test_a_command_is_interrupted_with_the_flow_instead_of_waited_for(tmp_path):
@@ -92,10 +111,11 @@ def test_a_command_is_interrupted_with_the_flow_instead_of_waited_for(tmp_path):
 
 
 STAGE = """\
-import yaml
+import os, yaml
 steps = yaml.safe_load(open("params.yaml"))["train"]["max_steps"]
 open("steps.txt", "w").write(str(steps))
-open("resume.jsonl", "a").write(f"{steps}\\n")
+os.makedirs("resume", exist_ok=True)
+open("resume/steps.jsonl", "a").write(f"{steps}\\n")
 """
 
 
@@ -114,12 +134,9 @@ def test_the_copy_is_the_workspace_with_the_overrides_and_its_experiment_is_the_
             params: [train.max_steps]
             outs:
               - steps.txt
-              - resume.jsonl:
-                  persist: true
-                  cache: false
         """)
     )
-    (ws / ".gitignore").write_text("/resume.jsonl\n")  # as the repository ignores data/curated/ and models/
+    (ws / ".gitignore").write_text("/resume/\n")  # as the repository ignores its resume state
     (ws / "notes.txt").write_text("committed\n")
     (ws / "gone.txt").write_text("committed\n")
     git(ws, "init", "-q")
@@ -139,7 +156,8 @@ def test_the_copy_is_the_workspace_with_the_overrides_and_its_experiment_is_the_
         assert not (copy / "gone.txt").exists()
         assert (copy / "new.txt").exists()
         assert (copy / "dvc.lock").read_bytes() == (ws / "dvc.lock").read_bytes()
-        assert (copy / "resume.jsonl").read_text() == (ws / "resume.jsonl").read_text()  # not cached: copied
+        # the resume state (paths.resume, no DVC output) is copied
+        assert (copy / "resume/steps.jsonl").read_text() == (ws / "resume/steps.jsonl").read_text() != ""
         shipped = load_params(ROOT / "params.yaml").train.max_steps
         assert (copy / "steps.txt").read_text() == str(shipped)  # checked out from the workspace's cache
         assert load_params(copy / "params.yaml").train.max_steps == 7

@@ -135,7 +135,7 @@ def _running_train(ws: Path, flow: subprocess.Popen, log: Path) -> Path:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         assert flow.poll() is None, log.read_text()
-        for run_file in (ws / RUNS).glob("*/models/train_checkpoints/lead_run.json"):
+        for run_file in (ws / RUNS).glob("*/resume/train/lead_run.json"):
             # "running" from before the first step to the last (the copy of the workspace's says "finished")
             if '"running"' in run_file.read_text():
                 return run_file.parents[2]

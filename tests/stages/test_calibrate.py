@@ -377,7 +377,7 @@ def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: P
     with pytest.raises(RuntimeError, match="simulated crash"):
         calibrate.calibrate_pool(params)
     assert crashing.closed == 1  # the sampler is stopped even when sampling fails
-    cache_path = params.paths.curated / calibrate.CACHE_NAME
+    cache_path = calibrate.stage1_target(params).cache
     lines = [json.loads(line) for line in cache_path.read_text().splitlines()]
     assert [row["kind"] for row in lines].count("result") == 16  # the first chunk survived
     assert not (params.paths.curated / calibrate.OUTPUT_NAME).exists()

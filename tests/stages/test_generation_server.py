@@ -148,5 +148,5 @@ def test_calibrate_through_the_server_extends_an_in_process_cache(server, small_
     cal = calibrate.pool_records(small_params, server=url)
     assert (cal.sampled, cal.backend) == (3, "vllm")
     through_server = [(r.correct, r.mean_length) for r in cal.records]
-    (small_params.paths.curated / calibrate.CACHE_NAME).unlink()
+    calibrate.stage1_target(small_params).cache.unlink()
     assert records() == through_server

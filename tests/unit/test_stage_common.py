@@ -19,6 +19,69 @@ def test_stage_main_applies_the_recipe_then_the_overrides(tmp_path):
     assert (params.train.max_steps, params.train.alpha, params.evaluate.samples) == (9, 0.5, 3)
 
 
+@pytest.mark.parametrize(
+    ("dvc_stage", "pipeline"), [("train", "dvc.yaml"), ("ablation/dvc.yaml:cell@lead-0", "ablation/dvc.yaml")]
+)
+def test_bad_params_under_dvc_say_how_to_restore_the_outputs_of_the_stages_own_pipeline(
+    monkeypatch, capsys, dvc_stage, pipeline
+):
+    monkeypatch.setenv("DVC_STAGE", dvc_stage)
+
+    def run(params):
+        raise ParamsError("train.alpha: must be > 0")
+
+    with pytest.raises(SystemExit):
+        stage_main("train", run, ["--params", PARAMS])
+    assert f"`dvc checkout {pipeline}` restores the outputs" in capsys.readouterr().err
+
+
+def test_a_stages_own_options_reach_run_and_the_common_ones_do_not():
+    seen = []
+
+    def arguments(parser):
+        parser.add_argument("--seed", type=int, default=0)
+
+    stage_main("x", lambda params, **kw: seen.append(kw), ["--params", PARAMS, "--seed", "3"], arguments)
+    assert seen == [{"seed": 3}]
+
+
+STOPPABLE = """
+import sys, time
+from lead.io.tracking import stage_run
+from lead.stages._common import stage_main
+from tests.conftest import tmp_params
+
+def run(params):
+    with stage_run(tmp_params(__import__("pathlib").Path(sys.argv[1])), "sleeper"):
+        print("running", flush=True)
+        time.sleep(120)
+
+stage_main("sleeper", run, [])
+"""
+
+
+def test_a_stage_sent_sigterm_ends_its_mlflow_run_killed_and_exits_143(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    import mlflow
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STOPPABLE, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "running"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143
+    finally:
+        proc.kill()
+        proc.wait()
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs(client.get_experiment_by_name("lead").experiment_id)
+    assert (run.data.tags["stage"], run.info.status) == ("sleeper", "KILLED")  # not RUNNING for ever
+
+
 def test_stage_main_exits_cleanly_on_a_bad_recipe_bad_params_found_by_the_stage_and_a_stage_error(
     tmp_path, capsys
 ):
