@@ -109,14 +109,31 @@ def run(
                         on_line(line.rstrip())
         except BaseException:
             # Ctrl-C, a cancelled task: its own session keeps the command from the terminal's SIGINT, so pass
-            # one on (DVC hands it to the stage, which marks its MLflow run failed) rather than wait for hours.
-            os.killpg(proc.pid, signal.SIGINT)
+            # one on (DVC hands it to the stage, whose MLflow run ends KILLED) rather than wait for hours; then
+            # SIGTERM (the stages' handler does the same), then SIGKILL, for a command that ignores SIGINT (it
+            # inherits an ignored SIGINT from a parent that ignores it).
+            _stop(proc, (signal.SIGINT, signal.SIGTERM, signal.SIGKILL), grace=INTERRUPT_GRACE)
             raise
         finally:
             proc.wait()
             record.unlink(missing_ok=True)
     if proc.returncode != 0:
         raise CommandError(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{''.join(tail)}")
+
+
+INTERRUPT_GRACE = 10.0  # seconds a command has to stop after each signal before the next, harder one
+
+
+def _stop(proc: subprocess.Popen, signals: tuple[signal.Signals, ...], grace: float) -> None:
+    """Send ``proc``'s process group each of ``signals`` in turn until it has exited, ``grace`` s apart."""
+    for sig in signals:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def stop_orphans(folder: Path, timeout: float = 30.0, grace: float = 10.0) -> list[int]:

@@ -267,7 +267,9 @@ def evidence(params: Params, client) -> Evidence:
 def _remove_unfinished(client, name: str, fingerprint: str) -> None:
     """Delete versions of this model that a killed register left half-made: tagged ``registering``, with no
     alias (a version is marked ``registered`` before any alias moves, so an aliased one is never deleted).
-    Only versions of the same model (by content): another workspace may be registering another one."""
+    Only versions of the same model (by content): another workspace may be registering another one.
+    The killed run that made one (its source run) is ended FAILED if it still says RUNNING: it could not end
+    itself (killed, or the server it would have told was down)."""
     from mlflow.exceptions import MlflowException
 
     try:
@@ -280,6 +282,11 @@ def _remove_unfinished(client, name: str, fingerprint: str) -> None:
         # search results do not carry aliases in every store: ask for the version itself
         if not client.get_model_version(name, v.version).aliases:
             client.delete_model_version(name, v.version)
+            if v.run_id and client.get_run(v.run_id).info.status == "RUNNING":
+                client.set_tag(
+                    v.run_id, "lead.ended_by", f"a later register (its version {v.version} deleted)"
+                )
+                client.set_terminated(v.run_id, "FAILED")
 
 
 def _run_params(client, run_id: str | None) -> dict[str, str] | None:

@@ -110,6 +110,29 @@ def test_a_command_is_interrupted_with_the_flow_instead_of_waited_for(tmp_path):
     assert list((tmp_path / SESSIONS).iterdir()) == []  # it ended: nothing for a later flow to stop
 
 
+def test_an_interrupted_command_that_ignores_sigint_is_terminated(tmp_path, monkeypatch):
+    import flows.commands
+
+    monkeypatch.setattr(flows.commands, "INTERRUPT_GRACE", 1.0)
+    out = tmp_path / "signal.txt"
+    script = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"  # as when its parent ignores SIGINT (DVC does)
+        f"signal.signal(signal.SIGTERM, lambda n, f: (open({str(out)!r}, 'w').write(str(n)), sys.exit(143)))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+
+    def stop(line: str) -> None:
+        raise KeyboardInterrupt
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run([sys.executable, "-c", script], tmp_path, on_line=stop)
+    assert time.monotonic() - started < 10
+    assert out.read_text() == str(int(signal.SIGTERM))  # asked to stop (a stage ends its run), not killed
+
+
 STAGE = """\
 import os, yaml
 steps = yaml.safe_load(open("params.yaml"))["train"]["max_steps"]

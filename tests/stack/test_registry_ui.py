@@ -12,6 +12,7 @@ the params that differ. One screenshot of the version page is kept in ``docs/reg
 Chromium comes from ``infra/stack.py install`` (apt, what ``.ci/run`` runs); without it the test skips, except
 under ``CI`` where it fails."""
 
+import base64
 import contextlib
 import json
 import os
@@ -57,16 +58,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def get(url: str) -> tuple[int, bytes]:
+def get(url: str, auth: tuple[str, str] | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url)
+    if auth:  # HTTP basic auth, as the stack's MLflow server wants it
+        request.add_header("Authorization", "Basic " + base64.b64encode(":".join(auth).encode()).decode())
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
 
 
-def api(base: str, path: str, **query: str) -> dict:
-    status, body = get(f"{base}/api/2.0/mlflow/{path}?{urllib.parse.urlencode(query)}")
+def api(base: str, path: str, auth: tuple[str, str] | None = None, **query: str) -> dict:
+    status, body = get(f"{base}/api/2.0/mlflow/{path}?{urllib.parse.urlencode(query)}", auth)
     assert status == 200, (path, query, status, body[:300])
     return json.loads(body)
 
@@ -206,11 +210,11 @@ def dom_text(dom: str) -> str:
     )
 
 
-def follow(base: str, page_url: str, href: str, client: MlflowClient) -> str:
+def follow(base: str, page_url: str, href: str, auth: tuple[str, str] | None = None) -> str:
     """Follow one link of the description as the browser would (relative to the version page) and check what it
     names exists; returns the kind of target (run, artifact, version, file)."""
     target = urllib.parse.urljoin(page_url, href)
-    status, body = get(target)
+    status, body = get(target, auth)
     assert status == 200, (href, target, status)
     parts = urllib.parse.urlsplit(target)
     if not parts.fragment:  # a file the server serves
@@ -219,27 +223,27 @@ def follow(base: str, page_url: str, href: str, client: MlflowClient) -> str:
     route = urllib.parse.urlsplit(parts.fragment)
     assert dict(urllib.parse.parse_qsl(route.query)) == {"workflowType": "machine_learning"}, href
     if m := re.fullmatch(r"/experiments/([^/]+)/runs/([0-9a-f]+)/artifacts/(.+)", route.path):
-        run = api(base, "runs/get", run_id=m[2])["run"]
+        run = api(base, "runs/get", auth, run_id=m[2])["run"]
         assert run["info"]["experiment_id"] == m[1], href
-        status, body = get(f"{base}/get-artifact?path={m[3]}&run_uuid={m[2]}")
+        status, body = get(f"{base}/get-artifact?path={m[3]}&run_uuid={m[2]}", auth)
         assert status == 200 and body.startswith(PNG_MAGIC), (href, status)
         return "artifact"
     if m := re.fullmatch(r"/experiments/([^/]+)/runs/([0-9a-f]+)", route.path):
-        run = api(base, "runs/get", run_id=m[2])["run"]
+        run = api(base, "runs/get", auth, run_id=m[2])["run"]
         assert run["info"]["experiment_id"] == m[1], href
         assert run["data"].get("metrics") or run["data"].get("params"), (href, "an empty run")
         return "run"
     if m := re.fullmatch(r"/models/([^/]+)/versions/([0-9]+)", route.path):
         name = urllib.parse.unquote(m[1])
-        api(base, "model-versions/get", name=name, version=m[2])
+        api(base, "model-versions/get", auth, name=name, version=m[2])
         return "version"
     raise AssertionError(f"{href}: not a route of MLflow's UI this test knows")
 
 
-def outcome(base: str, page_url: str, href: str, client: MlflowClient) -> str:
+def outcome(base: str, page_url: str, href: str, auth: tuple[str, str] | None = None) -> str:
     """:func:`follow`'s kind of target, or why the link is dead (all links are reported, not the first)."""
     try:
-        return follow(base, page_url, href, client)
+        return follow(base, page_url, href, auth)
     except (AssertionError, OSError, ValueError) as exc:
         return f"dead: {exc!r}"
 
@@ -287,7 +291,7 @@ def test_a_reviewer_can_click_through_the_challengers_version_page(params: Param
             }
             doms = {k: future.result() for k, future in rendered.items()}
         chromium(page_url, tmp_path / "version.png", dump=False)
-        followed = {href: outcome(base, page_url, href, client) for _, href in described}
+        followed = {href: outcome(base, page_url, href) for _, href in described}
 
     # The description rendered as HTML: the comparison figures are table cells, not markdown text.
     page = Page(doms["version"])

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from base64 import b64encode
 from pathlib import Path
@@ -39,6 +40,8 @@ from lead.config import load_params
 from lead.stages import STAGES, register
 from tests.conftest import ROOT
 from tests.flows.conftest import REDUCED, dvc, make_workspace
+from tests.stack import test_registry_ui as ui
+from tests.stack.browser import Browser
 
 pytestmark = pytest.mark.slow  # four servers (~30 s on 2 cores) and the whole DAG through them (~5 min)
 
@@ -46,6 +49,7 @@ STACK = ROOT / "infra" / "stack.py"
 BIN = Path(sys.executable).parent
 CHAOS = Path(__file__).with_name("chaos")
 MODEL = REDUCED["register"]["model_name"]
+CHROMIUM = ui.CHROMIUM
 OVERRIDES = ["evaluate.max_new_tokens=40", "evaluate.budgets=[20,40]", "register.on_experiment=true"]
 
 
@@ -387,6 +391,12 @@ def test_the_killed_stage_failed_clearly_and_the_retry_left_one_complete_version
     versions = client.search_model_versions(f"name = '{MODEL}'")
     # The half-made version 1 was deleted by the retry before it registered version 2; nothing else is left.
     assert [v.version for v in versions] == ["2"], [(v.version, v.tags.get("lead.state")) for v in versions]
+    # The killed attempt's run could not end itself (its server was down): the retry ended it FAILED.
+    experiment, _ = parent_run(client)
+    registers = client.search_runs([experiment.experiment_id], "tags.stage = 'register'")
+    ended = {r.info.status: r.data.tags.get("lead.ended_by") for r in registers}
+    assert len(registers) == 2 and ended.keys() == {"FAILED", "FINISHED"}, ended
+    assert "its version 1 deleted" in ended["FAILED"]
 
 
 def test_the_version_is_registered_on_the_server_with_lineage_aliases_and_loads(
@@ -414,6 +424,46 @@ def test_the_version_is_registered_on_the_server_with_lineage_aliases_and_loads(
     assert "hand (lead promote)" in promoted
     loaded = mlflow.transformers.load_model(f"models:/{MODEL}@champion", return_type="components")
     assert loaded["model"].num_parameters() > 0
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"),
+    reason="chromium is not installed (`python infra/stack.py install`, or `apt-get install chromium`)",
+)
+def test_a_reviewer_logs_in_to_the_stacks_mlflow_ui_and_follows_every_link(pipeline, stack, tmp_path):
+    """The registry review of tests/stack/test_registry_ui.py, on the stack's own MLflow (basic auth, Postgres,
+    proxied artifacts) with a real login: the browser meets the server's 401 and answers it, as a person does."""
+    assert CHROMIUM, "chromium is not installed: `.venv/bin/python infra/stack.py install` installs it"
+    base = stack["mlflow"]
+    login = ("admin", stack["secrets"]["LEAD_STACK_MLFLOW_ADMIN_PASSWORD"])
+    client = MlflowClient(base)
+    (version,) = client.search_model_versions(f"name = '{MODEL}'")
+    version = client.get_model_version(MODEL, version.version)
+    described = ui.LINK.findall(version.description)
+    pass_at_1 = client.get_run(version.tags["evaluate.run_id"]).data.metrics["proxy.pass_at_1"]
+    page_url = f"{base}/#/models/{MODEL}/versions/{version.version}?workflowType=machine_learning"
+
+    with Browser(CHROMIUM, tmp_path) as stranger:  # closes the login prompt
+        stranger.open(page_url, "You are not authenticated")
+        assert stranger.challenges >= 1 and f"{pass_at_1:.4f}" not in stranger.text()
+    with Browser(CHROMIUM, tmp_path, login) as reviewer:
+        page = ui.Page(reviewer.open(page_url, "benchmark"))
+        assert reviewer.challenges >= 1  # it was asked, and logged in
+        # the description rendered as HTML: the figures are table cells; its links are on the page
+        assert page.cells[:2] == ["proxy", f"{pass_at_1:.4f}"], page.cells
+        assert {label: href for href, label in page.described} == dict(described)
+        runs = {label: href for label, href in described if "/runs/" in href and "/artifacts/" not in href}
+        shown = ui.dom_text(
+            reviewer.open(urllib.parse.urljoin(page_url, runs["evaluate run"]), "proxy.pass_at_1")
+        )
+        shown_value = re.search(r"proxy\.pass_at_1 ([0-9.]+)", shown)  # the run page's metrics table
+        assert shown_value and abs(float(shown_value[1]) - pass_at_1) < 1e-3, shown[:2000]
+    # Every link of the description resolves on the stack, with the login (and only with it).
+    followed = {href: ui.outcome(base, page_url, href, login) for _, href in described}
+    kinds = sorted(followed.values())
+    assert kinds == sorted(["run", "run", *["artifact", "file"] * ((len(described) - 2) // 2)]), followed
+    plot = next(href for _, href in described if "get-artifact" in href)
+    assert ui.get(urllib.parse.urljoin(page_url, plot))[0] == 401
 
 
 def test_a_fresh_clone_pulls_from_the_remote_and_reproduces_nothing(pipeline, stack, workspace, tmp_path):

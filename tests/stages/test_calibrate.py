@@ -369,6 +369,7 @@ def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: P
     params.calibrate.keep_inclusive = "left"  # the untrained model solves (next to) nothing: keep p = 0
     reference_params = params.model_copy(deep=True)
     reference_params.paths.curated = params.paths.curated.parent / "reference"
+    reference_params.paths.resume = params.paths.resume.parent / "reference-resume"  # its own cache
     shutil.copytree(params.paths.curated, reference_params.paths.curated)
     calibrate.calibrate_pool(reference_params)
 

@@ -193,7 +193,9 @@ def test_versions_a_killed_register_left_half_made_are_removed_but_never_aliased
     source = client.get_model_version("lead-test", "1").source
     fingerprint = client.get_model_version("lead-test", "1").tags["model.fingerprint"]
     half = {"lead.state": "registering", "model.fingerprint": fingerprint}
-    v2 = client.create_model_version("lead-test", source, tags=half).version  # killed before its description
+    killed = client.create_run(client.get_experiment_by_name(params.tracking.experiment).experiment_id)
+    # killed before its description, its run left RUNNING (the server was down when it would have ended it)
+    v2 = client.create_model_version("lead-test", source, run_id=killed.info.run_id, tags=half).version
     v3 = client.create_model_version("lead-test", source, tags=half).version  # ... and one that got an alias
     client.set_registered_model_alias("lead-test", "reviewing", v3)
     other = client.create_model_version("lead-test", source, tags={**half, "model.fingerprint": "sha256:x"})
@@ -201,6 +203,7 @@ def test_versions_a_killed_register_left_half_made_are_removed_but_never_aliased
     register.run(params)
     left = {str(v.version): v.tags["lead.state"] for v in client.search_model_versions("name = 'lead-test'")}
     assert str(v2) not in left  # removed: half-made, no alias, same model
+    assert client.get_run(killed.info.run_id).info.status == "FAILED"  # and the run that made it ended
     assert left[str(v3)] == "registering" and left[str(other.version)] == "registering"  # aliased / other
     assert left[str(first["version"])] == "registered"
 

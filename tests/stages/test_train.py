@@ -338,12 +338,12 @@ def test_micro_batches_train_the_same_step_as_one_batch(rl_params, tmp_path, mon
     # the entropy bonus is a mean per micro-batch in TRL, so it alone would differ: off.
     t.max_steps, t.entropy_coef, t.learning_rate, t.weight_decay = 1, 0.0, 1.0, 0.0
     t.grpo_config = {"optim": "sgd"}
-    train.run(rl_params, output=tmp_path / "one")
+    train.run(rl_params, output=tmp_path / "one", checkpoints=tmp_path / "one-resume")
     sequence = rl_params.curate.max_prompt_tokens + t.max_completion_length
     t.micro_batch_tokens = 2 * sequence
     args = train.grpo_config_kwargs(rl_params, tmp_path, world=1, cuda=False)
     assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (2, 4)
-    train.run(rl_params, output=tmp_path / "micro")
+    train.run(rl_params, output=tmp_path / "micro", checkpoints=tmp_path / "micro-resume")
     assert len(generated) == 2 and all(n == 8 and total > 0 for n, total in generated)  # a signal to train on
     start = load_file(str(train.start_model(rl_params) + "/model.safetensors"))
     one, micro = (load_file(str(tmp_path / name / "model.safetensors")) for name in ("one", "micro"))
