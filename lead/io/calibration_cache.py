@@ -5,8 +5,8 @@ what their cache lacks. This module reads, appends to and rewrites that file; th
 
 File format
 -----------
-``<paths.curated>/calibration_cache.jsonl`` (``calibration_cache_stage2.jsonl`` for stage 2) holds one JSON
-object per line, keys sorted, no spaces:
+``<paths.resume>/calibrate/cache.jsonl`` (``<paths.resume>/calibrate_stage2/cache.jsonl`` for stage 2) holds
+one JSON object per line, keys sorted, no spaces:
 
 * ``{"kind": "settings", "settings": <settings hash>, "values": {...}}`` describes a settings key (the
   :func:`settings` it hashes), written with the first results of that key;
@@ -24,8 +24,8 @@ settings, same completions), so its results and an in-process engine's share the
 are appended and fsync'ed as soon as it is graded, so an interrupted run resumes from the last finished
 chunk. Results of other settings stay in the file (switching back to a model or temperature costs
 nothing). A torn last line from a crash is skipped and removed by the compaction at the end of the next
-run. DVC declares the file ``persist: true, cache: false`` so that ``dvc repro`` does not delete it before
-rerunning the stage.
+run. The file is no DVC output (resume state, :func:`lead.stages._common.resume_dir`): ``dvc repro`` never
+deletes it, ``dvc push`` never carries it, and a clone without it samples again what it needs.
 
 Seeds: chunk j is sampled with seed = first 8 hex digits of sha256(calibrate.seed, its problems' hashes), a
 function of the chunk's content only. A resumed run re-forms exactly the chunks the interrupted one would
