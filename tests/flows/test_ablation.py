@@ -1,7 +1,9 @@
-"""The ablation as DVC stages and as the ``lead-ablation`` flow: cells run side by side (concurrency 2), recorded
-in DVC so that ``dvc repro`` then finds them up to date, and one variant's knob reruns only its cells."""
+"""The ablation as DVC stages and as the ``lead-ablation`` flow: cells run side by side (concurrency 2), a failed
+cell stops neither the others nor their record, recorded in DVC so that ``dvc repro`` then finds them up to
+date, and one variant's knob reruns only its cells."""
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -17,6 +19,7 @@ from tests.flows.conftest import REDUCED, dvc, make_workspace
 
 pytestmark = pytest.mark.slow
 GIT = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
+FAILING_CELL = Path(__file__).with_name("failing_cell")  # a sitecustomize that makes one variant's cell fail
 
 CELLS = {f"{PIPELINE}:baseline@0", f"{PIPELINE}:cell@grpo-0", f"{PIPELINE}:cell@lead-0"}
 ABLATION = {
@@ -73,20 +76,33 @@ def _task_runs(flow_run_name: str):
         )
 
 
-def test_the_flow_runs_cells_side_by_side_then_dvc_reruns_only_what_changed(ws, prefect_server):
+def test_the_flow_runs_cells_side_by_side_then_dvc_reruns_only_what_changed(ws, prefect_server, monkeypatch):
     from flows.ablation import lead_ablation
 
+    grpo, lead, baseline = (f"{PIPELINE}:{c}" for c in ("cell@grpo-0", "cell@lead-0", "baseline@0"))
+    # First run: the grpo cell crashes at start-up. The other two run (side by side) and are recorded; the
+    # report does not run; the flow fails saying which cell failed and what to do.
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(FAILING_CELL), os.getenv("PYTHONPATH")]))
+    )
+    monkeypatch.setenv("LEAD_FAILING_VARIANT", "grpo")
+    first = lead_ablation(workspace=str(ws), concurrency=2, return_state=True)
+    assert first.is_failed()
+    with pytest.raises(RuntimeError, match=r"1 of 3 cells failed \(ablation/dvc.yaml:cell@grpo-0\).*again"):
+        first.result()
+    runs = {r.name: r for r in _task_runs(_flow_name(first)) if r.name in CELLS}
+    assert runs[grpo].state.is_failed() and runs[lead].state.is_completed()
+    assert runs[lead].start_time < runs[baseline].end_time  # two cells at once: their task runs overlap
+    assert set(json.loads(dvc(ws, "status", "--json", PIPELINE).stdout)) == {grpo, f"{PIPELINE}:report"}
+    assert not (ws / "reports" / "ablation" / "ablation.md").exists()
+
+    # Run again: only the failed cell runs, then the report.
+    monkeypatch.delenv("LEAD_FAILING_VARIANT")
     state = lead_ablation(workspace=str(ws), concurrency=2, return_state=True)
     result = state.result()
-    assert set(result["cells"]) == CELLS and all(isinstance(s, float) for s in result["cells"].values())
+    assert set(result["cells"]) == {grpo} and isinstance(result["cells"][grpo], float)
+    assert [r.name for r in _task_runs(_flow_name(state)) if r.name in CELLS] == [grpo]
     assert set(result["claims"]) == set() and "grpo_gain" in result["target"]
-
-    # Two cells at once: the cell task runs overlap in time.
-    runs = sorted(
-        (r for r in _task_runs(_flow_name(state)) if r.name in CELLS),
-        key=lambda r: r.start_time,
-    )
-    assert len(runs) == 3 and runs[1].start_time < runs[0].end_time
 
     # MLflow: the report's run is the parent of every cell's run, and a child of the flow's run.
     mlflow.set_tracking_uri(f"sqlite:///{ws / 'mlflow.db'}")
