@@ -6,7 +6,8 @@ URL that includes credentials"), so a single-page app such as MLflow's UI render
 shows a login prompt on the server's ``401`` + ``WWW-Authenticate`` and sends the answer with every later
 request; :class:`Browser` does the same through the protocol's ``Fetch`` domain: every auth challenge of the
 page is answered with the given credentials (or cancelled, as a person who closes the prompt would), every
-other request goes on untouched. One page per browser; the DOM, its text and a screenshot come back.
+other request goes on untouched. One page per browser; the DOM, its text and a screenshot come back. The
+registry-review tests use it with a login (the stack's MLflow) and without (a server with no auth).
 
 Only the standard library and ``websockets`` (a dependency of Prefect's client, pinned in the lock)."""
 
@@ -106,20 +107,27 @@ class Browser:
     def evaluate(self, expression: str) -> Any:
         return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
 
-    def open(self, url: str, expect: str, timeout: float = 90) -> str:
-        """Navigate to ``url`` and wait until the page's text holds ``expect`` (the single-page app has fetched
-        and rendered its data); the DOM. Fails with the page's text when it never does."""
+    def open(self, url: str, expect: str, timeout: float = 90, settle: float = 1.0) -> str:
+        """Navigate to ``url``; the DOM once it holds ``expect`` and has not changed for ``settle`` seconds (the
+        single-page app has fetched and rendered all its data, not just the first part). Fails with the page's
+        text when ``expect`` never shows."""
         self.call("Page.navigate", url=url)
         deadline = time.monotonic() + timeout
-        while expect not in (self.evaluate("document.body ? document.body.innerText : ''") or ""):
-            if time.monotonic() > deadline:
-                text = self.evaluate("document.body ? document.body.innerText : ''")
-                raise AssertionError(
-                    f"{url}: {expect!r} not shown within {timeout:.0f} s; the page says:\n{text}"
+        dom, since = "", time.monotonic()
+        # each poll is a call, which also answers the page's queued events (paused requests, auth prompts)
+        while True:
+            now, previous = time.monotonic(), dom
+            dom = self.evaluate("document.documentElement.outerHTML") or ""
+            if dom != previous:
+                since = now
+            elif expect in dom and now - since >= settle:
+                return dom
+            if now > deadline:
+                assert expect in dom, (
+                    f"{url}: {expect!r} not shown within {timeout:.0f} s; the page says:\n{self.text()}"
                 )
+                return dom  # shown, still changing (a spinner, a clock): as it is now
             time.sleep(0.25)
-            self.call("Runtime.evaluate", expression="0")  # let queued events (paused requests) be answered
-        return self.evaluate("document.documentElement.outerHTML")
 
     def text(self) -> str:
         return self.evaluate("document.body ? document.body.innerText : ''") or ""

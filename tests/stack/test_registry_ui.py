@@ -22,7 +22,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -40,6 +39,7 @@ from lead.config import Params
 from lead.stages import register
 from lead.stages.evaluate import ACCURACY_PLOT
 from tests.conftest import ROOT
+from tests.stack.browser import Browser
 from tests.stages import test_register
 from tests.stages.test_register import evaluated
 
@@ -119,37 +119,14 @@ def get_health(base: str) -> int:
         return 0
 
 
-def chromium(url: str, out: Path, *, dump: bool = True, budget_ms: int = 10_000) -> str:
-    """Render ``url`` in headless Chromium (the SPA runs; virtual time lets its requests finish) and return
-    the DOM, or write a screenshot to ``out``."""
-    profile = tempfile.mkdtemp(prefix=f"{out.name}.", suffix=".profile", dir=out.parent)  # one per browser
-    command = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",  # as root (CI), Chromium's sandbox refuses to start
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--hide-scrollbars",
-        f"--user-data-dir={profile}",
-        "--window-size=1400,1500",
-        f"--virtual-time-budget={budget_ms}",
-        "--dump-dom" if dump else f"--screenshot={out}",
-        url,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    if dump:
-        out.write_text(done.stdout)  # kept beside the test's store for a look when it fails
-    return done.stdout
-
-
-def render(url: str, out: Path, expect: str) -> str:
-    """The DOM of ``url`` once ``expect`` is in it (a loaded machine may need more virtual time)."""
-    for budget in (10_000, 30_000):
-        dom = chromium(url, out, budget_ms=budget)
-        if expect in dom:
-            break
+def render(url: str, out: Path, expect: str, screenshot: Path | None = None) -> str:
+    """The DOM of ``url`` once ``expect`` is in it (kept in ``out`` for a look when the test fails), in a
+    headless Chromium of its own (:class:`tests.stack.browser.Browser`); ``screenshot``: also a PNG of it."""
+    with Browser(CHROMIUM, out.parent) as browser:
+        dom = browser.open(url, expect)
+        if screenshot:
+            browser.screenshot(screenshot)
+    out.write_text(dom)
     return dom
 
 
@@ -290,7 +267,7 @@ def test_a_reviewer_can_click_through_the_challengers_version_page(params: Param
                 k: pool.submit(render, url, tmp_path / f"{k}.html", want) for k, (url, want) in pages.items()
             }
             doms = {k: future.result() for k, future in rendered.items()}
-        chromium(page_url, tmp_path / "version.png", dump=False)
+        render(page_url, tmp_path / "version-shot.html", "benchmark", screenshot=tmp_path / "version.png")
         followed = {href: outcome(base, page_url, href) for _, href in described}
 
     # The description rendered as HTML: the comparison figures are table cells, not markdown text.
