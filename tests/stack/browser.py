@@ -107,10 +107,13 @@ class Browser:
     def evaluate(self, expression: str) -> Any:
         return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
 
-    def open(self, url: str, expect: str, timeout: float = 90, settle: float = 1.0) -> str:
-        """Navigate to ``url``; the DOM once it holds ``expect`` and has not changed for ``settle`` seconds (the
-        single-page app has fetched and rendered all its data, not just the first part). Fails with the page's
-        text when ``expect`` never shows."""
+    def open(self, url: str, *expect: str, timeout: float = 90, settle: float = 1.0) -> str:
+        """Navigate to ``url``; the DOM once it holds every string of ``expect`` and has not changed for
+        ``settle`` seconds. A single-page app renders in parts as its fetches come back (the version page's
+        description before its Source Run link), so the caller names what each of its checks reads: waiting for
+        the DOM to go quiet alone misses a fetch slower than ``settle`` on a loaded machine. Fails with the
+        page's text when something never shows."""
+        assert expect, "name what the page must show"
         self.call("Page.navigate", url=url)
         deadline = time.monotonic() + timeout
         dom, since = "", time.monotonic()
@@ -118,15 +121,16 @@ class Browser:
         while True:
             now, previous = time.monotonic(), dom
             dom = self.evaluate("document.documentElement.outerHTML") or ""
+            missing = [e for e in expect if e not in dom]
             if dom != previous:
                 since = now
-            elif expect in dom and now - since >= settle:
+            elif not missing and now - since >= settle:
                 return dom
             if now > deadline:
-                assert expect in dom, (
-                    f"{url}: {expect!r} not shown within {timeout:.0f} s; the page says:\n{self.text()}"
+                assert not missing, (
+                    f"{url}: {missing!r} not shown within {timeout:.0f} s; the page says:\n{self.text()}"
                 )
-                return dom  # shown, still changing (a spinner, a clock): as it is now
+                return dom  # all shown, still changing (a spinner, a clock): as it is now
             time.sleep(0.25)
 
     def text(self) -> str:

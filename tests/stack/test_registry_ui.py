@@ -119,11 +119,11 @@ def get_health(base: str) -> int:
         return 0
 
 
-def render(url: str, out: Path, expect: str, screenshot: Path | None = None) -> str:
-    """The DOM of ``url`` once ``expect`` is in it (kept in ``out`` for a look when the test fails), in a
+def render(url: str, out: Path, *expect: str, screenshot: Path | None = None) -> str:
+    """The DOM of ``url`` once all of ``expect`` is in it (kept in ``out`` for a look when the test fails), in a
     headless Chromium of its own (:class:`tests.stack.browser.Browser`); ``screenshot``: also a PNG of it."""
     with Browser(CHROMIUM, out.parent) as browser:
-        dom = browser.open(url, expect)
+        dom = browser.open(url, *expect)
         if screenshot:
             browser.screenshot(screenshot)
     out.write_text(dom)
@@ -255,19 +255,27 @@ def test_a_reviewer_can_click_through_the_challengers_version_page(params: Param
             f"{base}/#/compare-model-versions?name={json.dumps(name)}"
             f"&runs={json.dumps({str(v.version): v.run_id for v in (champion, challenger)})}"
         )
-        pages = {  # what each page must show once rendered
-            "version": (page_url, "benchmark"),
-            "source": (f"{base}/{source_run}?workflowType=machine_learning", "proxy.pass_at_1"),
-            "evaluate": (urllib.parse.urljoin(page_url, runs["evaluate run"]), "proxy.pass_at_1"),
-            "plot": (urllib.parse.urljoin(page_url, dict(described)["accuracy_vs_length"]), ACCURACY_PLOT),
-            "compare": (compare, "evaluate.samples"),
+        version_page = ("benchmark", f'href="{source_run}"')  # the description, and the Source Run link
+        run_page = ("proxy.pass_at_1", "proxy.len_avg")  # the metrics table
+        pages = {  # what each page must show once rendered: everything its checks below read
+            "version": (page_url, version_page),
+            "source": (
+                f"{base}/{source_run}?workflowType=machine_learning",
+                (*run_page, "evaluate.samples", "train.max_steps"),
+            ),
+            "evaluate": (urllib.parse.urljoin(page_url, runs["evaluate run"]), run_page),
+            "plot": (
+                urllib.parse.urljoin(page_url, dict(described)["accuracy_vs_length"]),
+                (f'alt="evaluate/{ACCURACY_PLOT}"',),
+            ),
+            "compare": (compare, ("evaluate.samples", "proxy.pass_at_1")),
         }
         with ThreadPoolExecutor(3) as pool:  # Chromium mostly waits on the server: three at a time
             rendered = {
-                k: pool.submit(render, url, tmp_path / f"{k}.html", want) for k, (url, want) in pages.items()
+                k: pool.submit(render, url, tmp_path / f"{k}.html", *want) for k, (url, want) in pages.items()
             }
             doms = {k: future.result() for k, future in rendered.items()}
-        render(page_url, tmp_path / "version-shot.html", "benchmark", screenshot=tmp_path / "version.png")
+        render(page_url, tmp_path / "version-shot.html", *version_page, screenshot=tmp_path / "version.png")
         followed = {href: outcome(base, page_url, href) for _, href in described}
 
     # The description rendered as HTML: the comparison figures are table cells, not markdown text.
