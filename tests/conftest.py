@@ -15,6 +15,25 @@ from lead.io.tiny_model import build_model, train_tokenizer
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile`` (``make test``), with the modules that share one expensive session fixture as one file:
+    tests/flows/conftest.py's FIRST_RUN_MODULES (the DAG's first run) go to one worker. (``--dist loadgroup``
+    with ``xdist_group`` marks would say the same, but pytest-xdist 3.8 tags the groups on ``Item._nodeid``,
+    which pytest 9.2 no longer reads: every test goes out on its own.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    from tests.flows.conftest import FIRST_RUN_MODULES
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return FIRST_RUN_MODULES[0] if path in FIRST_RUN_MODULES else path
+
+    return Scheduling(config, log)
+
+
 def tmp_params(tmp_path: Path, **sections) -> Params:
     """The shipped params.yaml with outputs redirected under ``tmp_path`` and ``sections`` merged in."""
     params = load_params(ROOT / "params.yaml")

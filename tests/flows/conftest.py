@@ -1,9 +1,11 @@
 """A throw-away DVC workspace: this repo's dvc.yaml, code and shipped data, with a seconds-sized params.yaml."""
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -91,12 +93,34 @@ def workspace(tmp_path_factory) -> Path:
     return make_workspace(tmp_path_factory.mktemp("workspace"), REDUCED)
 
 
-@pytest.fixture(scope="session")
-def recorded(workspace, tmp_path_factory) -> tuple[str, dict[str, dict]]:
-    """The workspace's first, full ``dvc repro``, every stage recorded by ``recorder/`` (what it reads and
-    writes: ``tests/flows/test_dag_contract.py``). Returns DVC's output and the records by stage."""
-    import json
+@dataclass(frozen=True)
+class FirstRun:
+    """The session workspace's first, full ``dvc repro``: what DVC printed, what every stage read and wrote (by
+    stage, from ``recorder/``), and the params.yaml and dvc.lock it left."""
 
+    workspace: Path
+    output: str
+    records: dict[str, dict]
+    params: bytes
+    lock: bytes
+
+    def restore(self) -> Path:
+        """The workspace as the first run left it, whatever a test did since (a param set, an experiment
+        applied, a stage rerun): its params.yaml and dvc.lock put back, the outputs they name checked out of
+        DVC's cache (every one is there: ``dvc repro`` cached them), so that DVC finds the DAG up to date. What
+        the tests registered and logged stays in the workspace's MLflow store."""
+        (self.workspace / "params.yaml").write_bytes(self.params)
+        (self.workspace / "dvc.lock").write_bytes(self.lock)
+        dvc(self.workspace, "checkout", "--force")
+        assert "up to date" in dvc(self.workspace, "status").stdout
+        return self.workspace
+
+
+@pytest.fixture(scope="session")
+def recorded(workspace, tmp_path_factory) -> FirstRun:
+    """The workspace's first, full ``dvc repro``, every stage recorded by ``recorder/`` (what it reads and
+    writes: ``tests/flows/test_dag_contract.py``). One run serves the modules of :data:`FIRST_RUN_MODULES`: they
+    go to one test worker, and each starts from :meth:`FirstRun.restore`."""
     records = tmp_path_factory.mktemp("records")
     env = {
         "PYTHONPATH": os.pathsep.join(filter(None, [str(RECORDER), os.environ.get("PYTHONPATH")])),
@@ -107,7 +131,22 @@ def recorded(workspace, tmp_path_factory) -> tuple[str, dict[str, dict]]:
     for path in records.glob("*.json"):
         record = json.loads(path.read_text())
         by_stage[record["stage"].removeprefix("lead.stages.")] = record
-    return done.stdout, by_stage
+    return FirstRun(
+        workspace,
+        done.stdout,
+        by_stage,
+        (workspace / "params.yaml").read_bytes(),
+        (workspace / "dvc.lock").read_bytes(),
+    )
+
+
+# The modules that share the workspace's first run: one test worker runs them, file after file
+# (tests/conftest.py's scheduler), instead of each worker running the whole DAG for its share of them.
+FIRST_RUN_MODULES = (
+    "tests/flows/test_dag.py",
+    "tests/flows/test_dag_contract.py",
+    "tests/flows/test_pipeline.py",
+)
 
 
 @pytest.fixture(scope="module")

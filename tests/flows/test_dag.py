@@ -9,7 +9,7 @@ import yaml
 from lead.config import set_path
 from lead.core import experiments
 from lead.stages import STAGES
-from tests.flows.conftest import REDUCED, dvc
+from tests.flows.conftest import REDUCED, FirstRun, dvc
 
 pytestmark = pytest.mark.slow
 
@@ -19,9 +19,9 @@ def ran(output: str) -> list[str]:
     return [s for s in STAGES if f"Running stage '{s}'" in output]
 
 
-def test_dvc_repro_runs_the_whole_dag_then_only_what_changed(workspace, recorded):
-    first, _ = recorded  # the first `dvc repro` of the workspace
-    assert ran(first) == list(STAGES)
+def test_dvc_repro_runs_the_whole_dag_then_only_what_changed(recorded: FirstRun):
+    workspace = recorded.restore()
+    assert ran(recorded.output) == list(STAGES)  # the first `dvc repro` of the workspace
     registered = json.loads((workspace / "reports/register.json").read_text())
     assert registered["version"] == 1 and "champion" in registered["aliases"]
     assert registered["lineage"]["dvc.model_md5"] != "none"  # dvc.lock already held the train stage
@@ -95,8 +95,9 @@ def _train_runs(workspace) -> list[str]:
     return sorted(r.info.run_id for r in runs)
 
 
-def test_a_new_warm_start_or_pool_trains_afresh_and_a_finished_training_is_never_redone(workspace):
+def test_a_new_warm_start_or_pool_trains_afresh_and_a_finished_training_is_never_redone(recorded: FirstRun):
     """The stale-resume failure: checkpoints and MLflow runs of another start model or pool are never continued."""
+    workspace = recorded.restore()
     before, weights = _trained(workspace)
     steps = yaml.safe_load((workspace / "params.yaml").read_text())["train"]["max_steps"]
     for key, reran in (
@@ -122,7 +123,8 @@ def test_a_new_warm_start_or_pool_trains_afresh_and_a_finished_training_is_never
     assert "up to date" in dvc(workspace, "status", "train").stdout  # DVC sees the same output as before
 
 
-def test_a_bad_param_under_dvc_repro_costs_nothing_that_dvc_checkout_cannot_restore(workspace):
+def test_a_bad_param_under_dvc_repro_costs_nothing_that_dvc_checkout_cannot_restore(recorded: FirstRun):
+    workspace = recorded.restore()
     model = (workspace / "models/train/model.safetensors").read_bytes()
     report = (workspace / "reports/train.json").read_bytes()
     original = (workspace / "params.yaml").read_text()

@@ -18,6 +18,7 @@ declaration names, so an undeclared read is a result that can silently go stale.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from lead.stages import STAGES
+from tests.flows.conftest import FirstRun
 
 pytestmark = pytest.mark.slow
 
@@ -118,9 +120,13 @@ def violations(record: dict, declared: dict[str, list[str]]) -> list[str]:
     return problems
 
 
-def test_every_stage_declares_what_it_reads_and_writes(workspace, recorded):
-    _, records = recorded
-    declared = declarations(workspace)
+@pytest.fixture(scope="module")
+def declared(recorded: FirstRun) -> dict[str, dict[str, list[str]]]:
+    return declarations(recorded.restore())  # resolved with the params of the recorded run
+
+
+def test_every_stage_declares_what_it_reads_and_writes(recorded: FirstRun, declared):
+    records = recorded.records
     assert sorted(records) == sorted(STAGES) == sorted(declared)
     assert not any(records[s]["overflow"] for s in STAGES), "inotify's queue overflowed: events were lost"
     problems = {stage: violations(records[stage], declared[stage]) for stage in STAGES}
@@ -145,10 +151,9 @@ def test_every_stage_declares_what_it_reads_and_writes(workspace, recorded):
     ],
 )
 def test_the_contract_fails_when_a_declaration_is_removed(
-    workspace, recorded, stage, kind, removed, expected
+    recorded: FirstRun, declared, stage, kind, removed, expected
 ):
-    _, records = recorded
-    declared = declarations(workspace)[stage]
+    declared = copy.deepcopy(declared[stage])
     assert removed in declared[kind]
     declared[kind] = [d for d in declared[kind] if d != removed]
-    assert any(p.startswith(expected) for p in violations(records[stage], declared))
+    assert any(p.startswith(expected) for p in violations(recorded.records[stage], declared))

@@ -19,7 +19,7 @@ from flows.experiment import RUNS
 from lead.config import ParamsError
 from lead.stages import STAGES
 from tests.conftest import ROOT
-from tests.flows.conftest import dvc
+from tests.flows.conftest import FirstRun, dvc
 
 GIT = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
 COMMENT = "# the flow tests' params: a run with overrides must keep this line and every other byte\n"
@@ -55,12 +55,15 @@ def assert_as_it_was(ws: Path, params: bytes) -> None:
 
 
 @pytest.fixture(scope="module")
-def committed(workspace) -> Path:
-    """The workspace brought up to date by a flow run without overrides (in the workspace itself), its
-    params.yaml given comments, everything committed with the repository's .gitignore: a clean baseline."""
+def committed(recorded: FirstRun) -> Path:
+    """The workspace as its first ``dvc repro`` left it, then a flow run without overrides in the workspace
+    itself (up to date: every stage skipped), its params.yaml given comments, everything committed with the
+    repository's .gitignore: a clean baseline."""
     from flows.pipeline import lead_pipeline
 
+    workspace = recorded.restore()
     result = lead_pipeline(workspace=str(workspace))
+    assert set(result["outcomes"].values()) == {"skipped"}, result["outcomes"]
     assert result["experiment"] is None and "up to date" in dvc(workspace, "status").stdout
     params = workspace / "params.yaml"
     text = params.read_text()
