@@ -158,7 +158,7 @@ def flow_place(
     import mlflow
     from prefect.runtime import flow_run
 
-    from lead.io.tracking import tracking_uri, use_experiment
+    from lead.io.tracking import OWNER_TAG, owner, tracking_uri, use_experiment
 
     # chdir: the tracking URI's default (an sqlite file) is found from the workspace
     with workspace_lock(root), contextlib.chdir(root):
@@ -169,7 +169,10 @@ def flow_place(
         copy = (
             experiment_copy(root, str(flow_run.id), overrides) if overrides else contextlib.nullcontext(root)
         )
-        with copy as run_dir, mlflow.start_run(run_name=run_name, tags={"stage": stage}) as parent:
+        with (
+            copy as run_dir,
+            mlflow.start_run(run_name=run_name, tags={"stage": stage, OWNER_TAG: owner()}) as parent,
+        ):
             yield FlowPlace(run_dir, uri, parent, name)
 
 

@@ -8,13 +8,20 @@
   when ``LEAD_PARENT_RUN_ID`` is set (the Prefect flow sets it). A run that raises is marked FAILED before
   the exception propagates (MLflow's atexit handler would otherwise mark it FINISHED); one stopped from outside
   (:class:`Terminated` by SIGTERM, ``KeyboardInterrupt`` by Ctrl-C or a cancelled flow's SIGINT) is marked KILLED.
+* A process killed with SIGKILL (the OOM killer, ``kill -9``, a node lost) cannot end its run, nor can one
+  that lost its tracking server: the run says RUNNING for ever. Every run is tagged with the process that runs
+  it (:data:`OWNER_TAG`: host, pid and the process's start time, so that a reused pid is not taken for it), and
+  every stage run, before it starts, ends FAILED the RUNNING runs of its experiment whose process on this host
+  is gone (:func:`end_abandoned_runs`, tagged :data:`ENDED_BY_TAG` with why). Another host's processes cannot
+  be seen from here: their runs wait for a stage on their own host.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+import socket
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +29,9 @@ from lead.config import Params
 from lead.io.files import repo_root
 
 PARENT_RUN_ENV = "LEAD_PARENT_RUN_ID"
+OWNER_TAG = "lead.process"  # host:pid:start time of the process that runs the run (:func:`owner`)
+ENDED_BY_TAG = "lead.ended_by"  # who ended a run its own process could not end, and why
+START_TOLERANCE_S = 1.0  # a process whose start time differs by more is another one under a reused pid
 
 
 class Terminated(SystemExit):
@@ -72,6 +82,69 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def owner() -> str:
+    """``host:pid:start`` of this process (start: when it was created, seconds since the epoch): what later tells
+    whether the process that runs a run is still alive, where a pid alone may since belong to another one."""
+    import psutil
+
+    me = psutil.Process()
+    return f"{socket.gethostname()}:{me.pid}:{me.create_time():.2f}"
+
+
+def process_alive(pid: int, started: float) -> bool:
+    """Whether process ``pid`` runs and is the one that started at ``started`` (a zombie, killed but not yet
+    reaped by its parent, is dead)."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        return (
+            abs(process.create_time() - started) < START_TOLERANCE_S
+            and process.status() != psutil.STATUS_ZOMBIE
+        )
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:  # another user's process: it exists
+        return True
+
+
+def abandoned(owner_tag: str | None, host: str, alive: Callable[[int, float], bool] = process_alive) -> bool:
+    """Whether a RUNNING run tagged ``owner_tag`` (:func:`owner`) has lost its process: one on ``host`` (the
+    only processes that can be seen from here) that ``alive`` says is gone. Untagged runs (another tool's, or
+    older than the tag) and unreadable tags are left alone.
+
+    >>> abandoned("node-1:41:1700000000.00", "node-1", alive=lambda pid, started: False)
+    True
+    >>> abandoned("node-2:41:1700000000.00", "node-1", alive=lambda pid, started: False)
+    False
+    """
+    try:
+        tag_host, pid, started = (owner_tag or "").rsplit(":", 2)
+        return tag_host == host and not alive(int(pid), float(started))
+    except ValueError:
+        return False
+
+
+def end_abandoned_runs(experiment_id: str, by: str) -> list[str]:
+    """End FAILED the RUNNING runs of ``experiment_id`` whose process (:data:`OWNER_TAG`) on this host is gone,
+    each tagged :data:`ENDED_BY_TAG` with ``by`` and the process; returns their ids. FAILED, not KILLED: the
+    run did not finish, and whether a kill or a lost tracking server stopped it cannot be told afterwards."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    host = socket.gethostname()
+    ended = []
+    for run in client.search_runs([experiment_id], "attributes.status = 'RUNNING'", max_results=1000):
+        tag = run.data.tags.get(OWNER_TAG)
+        if abandoned(tag, host):
+            pid = tag.rsplit(":", 2)[1]
+            why = f"{by}: its process ({host}, pid {pid}) had ended without ending it (killed, or no server)"
+            client.set_tag(run.info.run_id, ENDED_BY_TAG, why)
+            client.set_terminated(run.info.run_id, "FAILED")
+            ended.append(run.info.run_id)
+    return ended
+
+
 @contextlib.contextmanager
 def stage_run(
     params: Params,
@@ -86,12 +159,21 @@ def stage_run(
     stage), with the given params sections logged.
 
     ``run_id`` re-opens an existing run (a resumed training continues its own run instead of starting a new one).
+    Before it starts, the experiment's runs abandoned by their processes are ended (:func:`end_abandoned_runs`).
     """
     import mlflow
 
     use_experiment(params)
+    experiment = mlflow.get_experiment_by_name(params.tracking.experiment)
+    end_abandoned_runs(experiment.experiment_id, by=f"stage {stage} (pid {os.getpid()})")
     parent = os.environ.get(PARENT_RUN_ENV)
-    tags = {"stage": stage, **(tags or {}), **({"mlflow.parentRunId": parent} if parent else {})}
+    me = owner()
+    tags = {
+        "stage": stage,
+        OWNER_TAG: me,
+        **(tags or {}),
+        **({"mlflow.parentRunId": parent} if parent else {}),
+    }
     nested = mlflow.active_run() is not None  # inside the Prefect flow's parent run
     opened = (
         mlflow.start_run(run_id=run_id, nested=nested)
@@ -99,6 +181,10 @@ def stage_run(
         else mlflow.start_run(run_name=name or stage, tags=tags, nested=nested)
     )
     with opened as run:  # ends the run FINISHED, or FAILED on any exception
+        if run_id:  # running again, in this process: no longer what an earlier sweep ended
+            mlflow.set_tag(OWNER_TAG, me)
+            if ENDED_BY_TAG in run.data.tags:
+                mlflow.MlflowClient().delete_tag(run_id, ENDED_BY_TAG)
         if not run_id:  # params of a resumed run are already logged (and MLflow refuses to change them)
             for section in log_sections:
                 # Only the sections logged are read (the DAG contract test checks what a stage reads).

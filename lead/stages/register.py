@@ -57,7 +57,7 @@ from lead.config import Params
 from lead.core import registry
 from lead.io.files import repo_root, write_json
 from lead.io.fingerprint import StaleOutputError, read_verified, value_fingerprint, verify
-from lead.io.tracking import PARENT_RUN_ENV, tracking_uri
+from lead.io.tracking import ENDED_BY_TAG, PARENT_RUN_ENV, tracking_uri
 from lead.stages._common import manifest_path, published_model, stage_main
 
 CHAMPION, CHALLENGER = "champion", "challenger"
@@ -269,7 +269,8 @@ def _remove_unfinished(client, name: str, fingerprint: str) -> None:
     alias (a version is marked ``registered`` before any alias moves, so an aliased one is never deleted).
     Only versions of the same model (by content): another workspace may be registering another one.
     The killed run that made one (its source run) is ended FAILED if it still says RUNNING: it could not end
-    itself (killed, or the server it would have told was down)."""
+    itself (killed, or the server it would have told was down); either way it is tagged with what became of its
+    version (this stage's start may already have ended it: :func:`lead.io.tracking.end_abandoned_runs`)."""
     from mlflow.exceptions import MlflowException
 
     try:
@@ -282,10 +283,10 @@ def _remove_unfinished(client, name: str, fingerprint: str) -> None:
         # search results do not carry aliases in every store: ask for the version itself
         if not client.get_model_version(name, v.version).aliases:
             client.delete_model_version(name, v.version)
-            if v.run_id and client.get_run(v.run_id).info.status == "RUNNING":
-                client.set_tag(
-                    v.run_id, "lead.ended_by", f"a later register (its version {v.version} deleted)"
-                )
+            status = client.get_run(v.run_id).info.status if v.run_id else "FINISHED"
+            if status != "FINISHED":
+                client.set_tag(v.run_id, ENDED_BY_TAG, f"a later register (its version {v.version} deleted)")
+            if status == "RUNNING":
                 client.set_terminated(v.run_id, "FAILED")
 
 

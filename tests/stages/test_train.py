@@ -284,6 +284,12 @@ def test_sigkill_then_rerun_resumes_into_the_same_mlflow_run(rl_params, tmp_path
     assert int(summary["resumed_from"].split("-")[1]) >= int(killed_at.name.split("-")[1])
     assert summary["steps"] == 40
     assert summary["mlflow_run_id"] == run_id
+    # The rerun's start ended the killed process's run (abandoned: FAILED), then took it up again, as its own.
+    from lead.io.tracking import ENDED_BY_TAG, OWNER_TAG
+
+    run = mlflow.MlflowClient(rl_params.tracking.uri).get_run(run_id)
+    assert run.info.status == "FINISHED" and ENDED_BY_TAG not in run.data.tags, run.data.tags
+    assert f":{proc.pid}:" not in run.data.tags[OWNER_TAG]
 
 
 def test_an_empty_pool_stops_train_with_the_reason_and_its_knob(small_params):

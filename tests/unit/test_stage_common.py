@@ -5,7 +5,7 @@ import pytest
 
 from lead.config import Params, ParamsError, WarmstartParams
 from lead.stages._common import StageError, empty_pool_message, stage_main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, tmp_params
 
 PARAMS = str(ROOT / "params.yaml")
 
@@ -80,6 +80,49 @@ def test_a_stage_sent_sigterm_ends_its_mlflow_run_killed_and_exits_143(tmp_path)
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = client.search_runs(client.get_experiment_by_name("lead").experiment_id)
     assert (run.data.tags["stage"], run.info.status) == ("sleeper", "KILLED")  # not RUNNING for ever
+
+
+def test_a_run_whose_process_was_killed_is_ended_by_the_next_stage_and_a_live_processs_run_is_not(tmp_path):
+    """SIGKILL cannot be caught: the sleeper's run says RUNNING after its process is gone, until the next stage
+    run on this host starts. The other sleeper, alive, keeps its run RUNNING."""
+    import signal
+    import subprocess
+    import sys
+
+    import mlflow
+
+    from lead.io.tracking import ENDED_BY_TAG, OWNER_TAG, stage_run
+
+    procs = []
+    try:
+        for _ in range(
+            2
+        ):  # one after the other: the first creates the store (two would race on its migration)
+            command = [sys.executable, "-c", STOPPABLE, str(tmp_path)]
+            procs.append(subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True))
+            assert procs[-1].stdout.readline().strip() == "running"
+        killed, alive = procs
+        killed.send_signal(signal.SIGKILL)
+        assert killed.wait(timeout=60) == -signal.SIGKILL
+        client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+        experiment = client.get_experiment_by_name("lead").experiment_id
+
+        def by_pid() -> dict[int, mlflow.entities.Run]:
+            runs = client.search_runs(experiment, "tags.stage = 'sleeper'")
+            return {int(r.data.tags[OWNER_TAG].rsplit(":", 2)[1]): r for r in runs}
+
+        assert {r.info.status for r in by_pid().values()} == {"RUNNING"}  # what SIGKILL leaves
+        with stage_run(tmp_params(tmp_path), "next"):
+            pass
+        runs = by_pid()
+        assert runs[alive.pid].info.status == "RUNNING" and ENDED_BY_TAG not in runs[alive.pid].data.tags
+        assert runs[killed.pid].info.status == "FAILED"
+        why = runs[killed.pid].data.tags[ENDED_BY_TAG]
+        assert why.startswith("stage next") and f"pid {killed.pid})" in why, why
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def test_stage_main_exits_cleanly_on_a_bad_recipe_bad_params_found_by_the_stage_and_a_stage_error(
