@@ -47,12 +47,13 @@ def tracking_uri(params: Params) -> str:
     return f"sqlite:///{repo_root() / 'mlflow.db'}"
 
 
-def use_experiment(params: Params) -> None:
+def use_experiment(params: Params) -> str:
     """Point MLflow at ``params``' store and experiment, creating the experiment if it is new.
 
     A new experiment in a local sqlite store keeps its artifacts in ``mlruns/`` beside the database file.
     MLflow's default is ``./mlruns`` under whatever the working directory is, so a run against a throw-away
-    store (a test, a benchmark) would write its artifacts into the repository's own ``mlruns/``.
+    store (a test, a benchmark) would write its artifacts into the repository's own ``mlruns/``. Returns the
+    experiment's id.
     """
     import mlflow
     from mlflow.exceptions import MlflowException
@@ -67,7 +68,7 @@ def use_experiment(params: Params) -> None:
         except MlflowException as exc:  # created by another process in between
             if mlflow.get_experiment_by_name(name) is None:
                 raise exc from None
-    mlflow.set_experiment(name)
+    return mlflow.set_experiment(name).experiment_id
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -163,9 +164,7 @@ def stage_run(
     """
     import mlflow
 
-    use_experiment(params)
-    experiment = mlflow.get_experiment_by_name(params.tracking.experiment)
-    end_abandoned_runs(experiment.experiment_id, by=f"stage {stage} (pid {os.getpid()})")
+    end_abandoned_runs(use_experiment(params), by=f"stage {stage} (pid {os.getpid()})")
     parent = os.environ.get(PARENT_RUN_ENV)
     me = owner()
     tags = {
@@ -185,7 +184,7 @@ def stage_run(
             mlflow.set_tag(OWNER_TAG, me)
             if ENDED_BY_TAG in run.data.tags:
                 mlflow.MlflowClient().delete_tag(run_id, ENDED_BY_TAG)
-        if not run_id:  # params of a resumed run are already logged (and MLflow refuses to change them)
+        else:  # params of a resumed run are already logged (and MLflow refuses to change them)
             for section in log_sections:
                 # Only the sections logged are read (the DAG contract test checks what a stage reads).
                 values = getattr(params, "register_" if section == "register" else section)
