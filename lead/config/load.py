@@ -70,6 +70,13 @@ def merge(into: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
     return into
 
 
+# Keys that existed once, and where what they set lives now (an old params.yaml is told, not just refused).
+RETIRED = {
+    "calibrate.max_new_tokens": "calibration samples with the reward's token budget, train.max_completion_length "
+    "(a pass rate is the share the trainer will score correct)",
+}
+
+
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
     """The YAML keys allowed beside the last part of the error location ``loc`` (for 'unknown key' messages)."""
     model: type[BaseModel] | None = Params
@@ -96,6 +103,8 @@ def _describe(error: dict[str, Any], source: str) -> str:
         where = f"{'.'.join(map(str, loc))}: " if loc else ""
         return f"{source}: {where}{error['msg'].removeprefix('Value error, ')}"
     name = ".".join(map(str, loc))
+    if error["type"] == "extra_forbidden" and name in RETIRED:
+        return f"{source}: {name} is no longer a key: {RETIRED[name]}; remove it"
     if error["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc)
         hint = did_you_mean(str(loc[-1]), allowed)

@@ -448,7 +448,6 @@ class CalibrateParams(Section):
 
     samples: int = Field(8, ge=1, le=1024, description="completions per problem (k): pass rate = correct / k")
     temperature: float = Field(1.0, gt=0.0, le=10.0, description="sampling temperature")
-    max_new_tokens: int = Field(256, ge=1, le=131072, description="token limit of each completion")
     min_pass_rate: float = Field(0.0, ge=0.0, le=1.0, description="keep problems with pass rate > this")
     max_pass_rate: float = Field(1.0, ge=0.0, le=1.0, description="keep problems with pass rate < this")
     keep_inclusive: Literal["neither", "both", "left", "right"] = Field(
@@ -575,11 +574,12 @@ class TrainParams(Section):
         "boxed_before_think (the reference code: the last box before the first </think>) or any "
         "(evaluation's rule: math-verify's priority list); null = the preset's",
     )
-    truncation: Literal["unfinished", "wrong", "mask"] | None = Field(
+    truncation: Literal["graded", "unfinished", "mask"] | None = Field(
         None,
-        description="a completion cut at max_completion_length: unfinished (scored as unfinished), wrong "
-        "(graded like any other) or mask (unfinished, and left out of the loss); null = the preset's "
-        "(improved: wrong, else unfinished)",
+        description="a completion cut at max_completion_length: graded (judged by what it wrote, as the "
+        "reference code does: with </think> correct or wrong, without it unfinished), unfinished (whatever it "
+        "holds) or mask (unfinished, and left out of the loss); null = the preset's (paper: unfinished, else "
+        "graded)",
     )
     loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] | None = Field(
         None,
@@ -610,8 +610,8 @@ class TrainParams(Section):
         None,
         ge=-100.0,
         le=0.0,
-        description="reward of any completion that loops (the repetition detector), finished or not; "
-        "null = off (the paper's later stage: -1.5)",
+        description="reward of any completion that repeats an n-gram 10 times in a row, finished or not (a "
+        "long formula is no loop); null = off (the paper's later stage: -1.5)",
     )
     # optimisation and sampling
     num_generations: int = Field(8, ge=2, le=1024, description="group size G: completions sampled per prompt")

@@ -29,7 +29,7 @@ from typing import Any, overload
 import numpy as np
 
 from lead.core._arrays import as_1d_float, check_group_size
-from lead.core.rewards import OUTCOMES, Outcome
+from lead.core.outcomes import OUTCOMES, Outcome
 
 __all__ = ["difficulty_weight", "group_advantages", "lead_advantages"]
 

@@ -17,8 +17,10 @@ Metrics
 * **Token-budget sweep**: the same samples scored as if generation had stopped at a smaller budget ``B``:
   a sample longer than ``B`` tokens has no answer (wrong). No resampling, so the curve costs nothing.
 * **Answered, precision** (the paper's claim for its explicit penalty: fewer wrong answers among those given):
-  a sample *answered* when it ended by itself (EOS) with an extracted answer — a completion cut at the token
-  limit gave no answer, whatever number its text last mentioned. Precision = correct answered / answered.
+  a sample *answered* when its outcome under evaluation's rules (:data:`lead.core.outcomes.EVALUATION`, the one
+  outcome function every judge calls) is correct or wrong: it ended by itself (EOS) with an extracted answer —
+  a completion cut at the token limit gave no answer, whatever number its text last mentioned. Precision =
+  correct answered / answered.
   Pass@1 = answered × precision + the share correct among the cut ones (graded as written, as the field does).
 * **Difficulty bands**: per band (e.g. MATH-500 ``level``), Cons@k, the answered share, precision and Pass@1.
 
@@ -38,6 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lead.core.outcomes import ANSWERED, EVALUATION, Outcome, outcome
 from lead.grading import answers_equal
 
 ALL = "all"  # the band of a benchmark without a difficulty field
@@ -48,13 +51,26 @@ Equal = Callable[[str, str], bool]
 
 @dataclass(frozen=True)
 class Sample:
-    """One graded completion. ``generated=False``: never sampled (no room in the context window)."""
+    """One graded completion. ``generated=False``: never sampled (no room in the context window).
+
+    ``outcome``: what the completion is under evaluation's rules (:func:`lead.core.outcomes.judge` with
+    :data:`~lead.core.outcomes.EVALUATION` gives it from the text); left out, it is decided by the same
+    function from the verdict and ``finished`` alone (no text: evaluation's rules need none to tell answered
+    from not).
+    """
 
     answer: str | None
     correct: bool
     tokens: int
     finished: bool = True
     generated: bool = True
+    outcome: Outcome | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome is None:
+            verdict = None if self.answer is None else self.correct
+            judged = outcome("", verdict, truncated=not self.finished, rules=EVALUATION)
+            object.__setattr__(self, "outcome", judged)
 
 
 @dataclass(frozen=True)
@@ -261,8 +277,9 @@ def truncation_rate(samples: Iterable[Sample]) -> float | None:
 
 
 def answered(sample: Sample) -> bool:
-    """Did the sample give an answer: it ended by itself (EOS, not the token limit) with one extracted?"""
-    return sample.finished and sample.answer is not None
+    """Did the sample give an answer: is its outcome under evaluation's rules correct or wrong (it ended by
+    itself, EOS not the token limit, with one extracted)?"""
+    return sample.generated and sample.outcome in ANSWERED
 
 
 def answered_share(samples: Iterable[Sample]) -> float:
@@ -320,13 +337,16 @@ def within_budget(problem: ProblemSamples, budget: int) -> ProblemSamples:
     """The problem's samples scored under a ``budget`` of tokens: a sample longer than ``budget`` would have
     been cut before its answer, so it becomes unanswered and wrong (its length capped at ``budget``).
 
-    >>> within_budget(ProblemSamples((Sample("5", True, 10), Sample("5", True, 40))), 20).samples[1]
-    Sample(answer=None, correct=False, tokens=20, finished=False, generated=True)
+    >>> cut = within_budget(ProblemSamples((Sample("5", True, 10), Sample("5", True, 40))), 20).samples[1]
+    >>> cut.answer, cut.correct, cut.tokens, cut.finished, cut.outcome.value
+    (None, False, 20, False, 'unfinished')
     """
     if budget < 1:
         raise ValueError(f"budget must be >= 1, got {budget}")
     cut = tuple(
-        replace(s, answer=None, correct=False, tokens=budget, finished=False) if s.tokens > budget else s
+        replace(s, answer=None, correct=False, tokens=budget, finished=False, outcome=None)
+        if s.tokens > budget
+        else s
         for s in problem.samples
     )
     return replace(problem, samples=cut)

@@ -11,7 +11,8 @@ Three named rules (:data:`Extraction`), chosen by the caller:
 * ``"boxed"`` -- the paper's reward rule: the last box only (after the last ``</think>`` if there is one,
   else anywhere), no text fall-backs.
 * ``"boxed_before_think"`` -- the reference code's rule (GRPO-LEAD.md §3): the last box *before the first*
-  ``</think>``; without any ``</think>`` there is no answer.
+  ``</think>``, alone (no list of boxes); an empty last box is no answer, as in the reference (where it reads as
+  the prompt's own empty ``\boxed{}``, graded wrong); without any ``</think>`` there is no answer.
 
 :func:`locate` does the string work, which is all the box rules need. Under ``"any"`` it returns a cheap
 answer when there is one (a box, a bare answer, an answer right after a final-answer phrase); otherwise it
@@ -89,8 +90,9 @@ def _match_braces(text: str, start: int) -> dict[int, int]:
     return match
 
 
-def _boxes(text: str) -> list[tuple[int, int, str]]:
-    """``(start, end, content)`` of every balanced, non-empty box, in order (a nest's inner box counts)."""
+def _boxes(text: str, *, empty: bool = False) -> list[tuple[int, int, str]]:
+    """``(start, end, content)`` of every balanced, non-empty box (``empty``: empty ones too), in order of
+    their starts (a nest's inner box counts)."""
     starts = list(_BOX_RE.finditer(text))
     if not starts:
         return []
@@ -105,7 +107,7 @@ def _boxes(text: str) -> list[tuple[int, int, str]]:
                 match = _match_braces(text, starts[0].end())
             close = match.get(j)
             content = text[j + 1 : close].strip() if close is not None else ""
-            if close is not None and content:  # unbalanced or empty (an echo of "within \boxed{}"): none
+            if close is not None and (content or empty):  # unbalanced or empty (an echo of "within \boxed{}")
                 out.append((m.start(), close + 1, content))
             continue
         bare = _BARE_BOX_ARG_RE.match(text, m.end())
@@ -258,7 +260,8 @@ def locate(completion: str, extraction: Extraction = "any") -> Located:
     try:
         if extraction == "boxed_before_think":
             cut = completion.find(THINK_CLOSE)
-            return Located(None if cut < 0 else _last_box(completion[:cut]))
+            boxes = _boxes(completion[:cut], empty=True) if cut >= 0 else []
+            return Located(max(boxes)[2] or None if boxes else None)  # the box that starts last
         cut = completion.rfind(THINK_CLOSE)
         tail = completion if cut < 0 else completion[cut + len(THINK_CLOSE) :]
         if extraction == "boxed":

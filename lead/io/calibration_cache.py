@@ -11,13 +11,14 @@ one JSON object per line, keys sorted, no spaces:
 * ``{"kind": "settings", "settings": <settings hash>, "values": {...}}`` describes a settings key (the
   :func:`settings` it hashes), written with the first results of that key;
 * ``{"kind": "result", "settings": <settings hash>, "problem": <problem hash>, "correct": [...],
-  "lengths": [...], "finished": [...]}`` is one (settings, problem) result: the k verdicts, lengths in
-  tokens and EOS flags.
+  "lengths": [...], "finished": [...]}`` is one (settings, problem) result: for each of the k samples,
+  whether the reward scores it correct (:func:`lead.core.outcomes.outcome`), its length in tokens, its EOS flag.
 
 Keys: *settings* = sha256 of {model fingerprint (:func:`lead.io.fingerprint.model_fingerprint`: content hash of
 a local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``), resolved backend,
 ``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p, max_new_tokens,
-seed), the per-prompt seed rule, the grader's source hash, the extraction rule}; *problem* =
+seed), the per-prompt seed rule, the source hash of the grader and the outcome rule, the outcome rules};
+*problem* =
 sha256(problem text + NUL + gold answer). A generation server counts as the vLLM backend (same engine
 settings, same completions), so its results and an in-process engine's share the cache. Only missing
 (settings, problem) pairs are sampled, in chunks of ``calibrate.chunk_size`` problems; each chunk's lines
@@ -53,7 +54,7 @@ from lead.io.fingerprint import code_fingerprint
 
 if TYPE_CHECKING:
     from lead.config import Params
-    from lead.grading import Extraction
+    from lead.core.outcomes import OutcomeRules
 
 logger = logging.getLogger(__name__)
 
@@ -67,21 +68,23 @@ def problem_key(problem: str, answer: str) -> str:
     return sha256_text(f"{problem}\0{answer}")
 
 
-def sampling_spec(params: Params, seed: int) -> sampling.SamplingSpec:
-    """The sampling of a calibration (``calibrate.samples``, ``temperature``, ``max_new_tokens``) with
-    ``seed``. Both the settings key (with ``calibrate.seed``) and the sampling loop (with each chunk's
-    :func:`chunk_seed`) build it here, so that the key describes what is sampled."""
+def sampling_spec(params: Params, seed: int, max_new_tokens: int) -> sampling.SamplingSpec:
+    """The sampling of a calibration (``calibrate.samples``, ``temperature``; the reward's token budget
+    ``max_new_tokens``) with ``seed``. Both the settings key (with ``calibrate.seed``) and the sampling loop
+    (with each chunk's :func:`chunk_seed`) build it here, so that the key describes what is sampled."""
     cfg = params.calibrate
     return sampling.SamplingSpec(
-        n=cfg.samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed
+        n=cfg.samples, temperature=cfg.temperature, max_new_tokens=max_new_tokens, seed=seed
     )
 
 
-def settings(params: Params, fingerprint: str, backend: str, extraction: Extraction) -> dict[str, Any]:
+def settings(
+    params: Params, fingerprint: str, backend: str, rules: OutcomeRules, max_new_tokens: int
+) -> dict[str, Any]:
     """Everything besides the problem that decides a calibration result (the cache key's first half):
-    the model ``fingerprint``, the resolved ``backend``, dtype, prompt suffix, sampling spec, seed rule,
-    grader source and ``extraction`` rule."""
-    spec = asdict(sampling_spec(params, params.calibrate.seed))
+    the model ``fingerprint``, the resolved ``backend``, dtype, prompt suffix, sampling spec (with the
+    reward's budget ``max_new_tokens``), seed rule, the judge's source and its outcome ``rules``."""
+    spec = asdict(sampling_spec(params, params.calibrate.seed, max_new_tokens))
     return {
         "model": fingerprint,
         "backend": backend,
@@ -89,9 +92,10 @@ def settings(params: Params, fingerprint: str, backend: str, extraction: Extract
         "prompt_suffix": params.model.prompt_suffix,
         "sampling": spec,
         "seed_rule": sampling.SEED_RULE,
-        # A verdict depends on the grader: any edit of lead/grading re-grades (conservative, never stale).
-        "grader": code_fingerprint(["lead.grading"]),
-        "extraction": extraction,
+        # A verdict depends on the grader and the outcome rule: any edit of either re-judges (conservative,
+        # never stale).
+        "grader": code_fingerprint(["lead.grading", "lead.core.outcomes"]),
+        "outcome_rules": asdict(rules),
     }
 
 

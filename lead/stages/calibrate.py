@@ -5,10 +5,12 @@ current model (``<paths.models>/warmstart``, or ``model.base`` when ``warmstart.
 user message problem + ``model.prompt_suffix`` in the model's chat template, through
 :func:`lead.io.sampling.make_sampler` — or, with ``calibrate.server`` set, a running generation server that
 serves this very model (``lead serve``, :class:`lead.io.sampling.ServerSampler`: no engine start per run) —,
-grade them with the one grader (:func:`lead.grading.grade_batch_with_stats`) under the *reward's* extraction
-rule (``train.extraction`` or the preset's, :func:`reward_extraction`; recorded in the summary), and
-summarise them with :func:`lead.core.difficulty.calibrate_problem`: c correct, pass rate p = c/k, 95 % Wilson
-interval, mean length.
+judge them with the one outcome function (:func:`lead.core.outcomes.judge`) under the *reward's* rules and
+token budget (``train.preset``, ``train.extraction``, ``train.truncation``, ``train.repetition_penalty``,
+``train.max_completion_length``: :func:`lead.training.presets.outcome_rules`; recorded in the summary), and
+summarise them with :func:`lead.core.difficulty.calibrate_problem`: c scored correct, pass rate p = c/k, 95 %
+Wilson interval, mean length. So p is the share of completions the trainer will score correct: a problem kept
+with 0 < p < 1 gives its groups a learning signal.
 
 Outputs
 -------
@@ -46,7 +48,7 @@ from lead.io.fingerprint import model_fingerprint, publish, unpublish, verify
 from lead.stages._common import manifest_path, resume_dir, stage_main
 
 if TYPE_CHECKING:
-    from lead.grading import Extraction
+    from lead.core.outcomes import OutcomeRules
 
 CACHE_NAME = "cache.jsonl"  # in the stage's resume_dir
 OUTPUT_NAME = "calibrated.parquet"
@@ -70,7 +72,8 @@ class Target:
     low: float
     high: float
     inclusive: difficulty.Inclusive
-    extraction: Extraction
+    rules: OutcomeRules  # what a completion is for the reward this pool trains
+    max_new_tokens: int  # that reward's token budget (train.max_completion_length)
 
     @property
     def rule(self) -> str:
@@ -84,7 +87,7 @@ def published_files(paths: tuple[Path, Path]) -> list[Path]:
 
 
 def stage1_target(params: Params) -> Target:
-    """The ``calibrate`` stage: the warm start's pass rates, stage 1's keep band (``calibrate.*``)."""
+    """The ``calibrate`` stage: the warm start's pass rates under stage 1's reward, stage 1's keep band."""
     cfg = params.calibrate
     return Target(
         stage="calibrate",
@@ -95,21 +98,18 @@ def stage1_target(params: Params) -> Target:
         low=cfg.min_pass_rate,
         high=cfg.max_pass_rate,
         inclusive=cfg.keep_inclusive,
-        extraction=reward_extraction(params.train.preset, params.train.extraction),
+        **reward_judge(params.train),
     )
 
 
-def reward_extraction(preset: str, extraction: Extraction | None) -> Extraction:
-    """The extraction rule of the reward that trains with ``train.preset`` and ``train.extraction`` (null:
-    the preset's), as :func:`lead.training.presets.resolve` picks it.
+def reward_judge(train) -> dict[str, Any]:
+    """``rules`` and ``max_new_tokens`` of the reward that trains with ``train`` (a ``TrainParams``): a pass
+    rate is measured as the reward will measure it -- same extraction, ``</think>``, truncation and loop rules,
+    same token budget --, not as evaluation does: the keep band 0 < p < 1 is there to keep exactly the problems
+    whose groups carry a learning signal, and a completion the reward does not score correct gives none."""
+    from lead.training.presets import outcome_rules
 
-    A pass rate is measured as the reward will measure it, not as evaluation does: the keep band 0 < p < 1
-    is there to keep exactly the problems whose groups carry a learning signal, and a completion that
-    evaluation's ``"any"`` rule credits by its last number (an unboxed or truncated one) earns the reward
-    nothing."""
-    from lead.training.presets import PRESETS
-
-    return PRESETS[preset]["extraction"] if extraction is None else extraction
+    return {"rules": outcome_rules(train), "max_new_tokens": train.max_completion_length}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -171,7 +171,7 @@ def _sample_missing(
     header: list[dict[str, Any]],
     server: str | None,
     fingerprint: str,
-    extraction: Extraction,
+    target: Target,
 ):
     """Sample, grade and cache ``todo`` = [(problem key, problem, answer)] chunk by chunk; ``header`` (the
     settings line of a new key) goes in with the first chunk, so the file never describes settings that
@@ -189,15 +189,16 @@ def _sample_missing(
         sampler = sampling.make_sampler(model, backend, dtype=params.model.dtype)
     try:
         start_seconds = time.perf_counter() - started
-        stats, chunks = _sample_chunks(params, sampler, todo, settings_hash, cache, header, extraction)
+        stats, chunks = _sample_chunks(params, sampler, todo, settings_hash, cache, header, target)
     finally:
         sampler.close()  # a vLLM engine (its KV cache; on GPUs a process) must not outlive the stage
     return stats, chunks, start_seconds
 
 
-def _sample_chunks(params, sampler, todo, settings_hash, cache, header, extraction):
-    """The chunk loop of :func:`_sample_missing`: sample, check the shape, grade, append to the cache."""
-    from lead.grading import GradeStats, grade_batch_with_stats
+def _sample_chunks(params, sampler, todo, settings_hash, cache, header, target):
+    """The chunk loop of :func:`_sample_missing`: sample, check the shape, judge, append to the cache."""
+    from lead.core.outcomes import Outcome, judge
+    from lead.grading import GradeStats
     from lead.io.progress import progress_bar
 
     cfg = params.calibrate
@@ -208,16 +209,20 @@ def _sample_chunks(params, sampler, todo, settings_hash, cache, header, extracti
             advance(0, status=f"chunk {j}/{len(chunks)}")
             keys = [key for key, _, _ in chunk]
             messages = [sampling.user_message(problem, params.model.prompt_suffix) for _, problem, _ in chunk]
-            spec = calibration_cache.sampling_spec(params, calibration_cache.chunk_seed(cfg.seed, keys))
+            seed = calibration_cache.chunk_seed(cfg.seed, keys)
+            spec = calibration_cache.sampling_spec(params, seed, target.max_new_tokens)
             groups = sampler.sample(messages, spec, progress=advance)
             if len(groups) != len(chunk) or any(len(g) != cfg.samples for g in groups):
                 raise RuntimeError(
                     f"sampler returned {[len(g) for g in groups]} completions for {len(chunk)} prompts "
                     f"x {cfg.samples} samples"
                 )
-            texts = [c.text for g in groups for c in g]
+            flat = [c for g in groups for c in g]
             golds = [answer for _, _, answer in chunk for _ in range(cfg.samples)]
-            verdicts, chunk_stats = grade_batch_with_stats(texts, golds, extraction=extraction)
+            judged, chunk_stats = judge(
+                [c.text for c in flat], golds, [not c.finished for c in flat], target.rules
+            )
+            verdicts = [j.outcome is Outcome.CORRECT for j in judged]
             stats = stats.merge(chunk_stats)
             rows = [
                 {
@@ -265,7 +270,7 @@ def pool_records(
     model = target.model
     backend = resolve_backend(cfg.backend, server)
     fingerprint = model_fingerprint(model)
-    values = calibration_cache.settings(params, fingerprint, backend, target.extraction)
+    values = calibration_cache.settings(params, fingerprint, backend, target.rules, target.max_new_tokens)
     key = calibration_cache.settings_key(values)
     cache = calibration_cache.CalibrationCache(target.cache)
     header = [] if key in cache.described else [{"kind": "settings", "settings": key, "values": values}]
@@ -289,7 +294,7 @@ def pool_records(
         header,
         server,
         fingerprint,
-        target.extraction,
+        target,
     )
     sampling_seconds = time.perf_counter() - sampling_started
     cache.compact()
@@ -363,7 +368,8 @@ def calibrate_pool(
         "model": cal.model,
         "settings": cal.settings,
         "grader": asdict(cal.grader),
-        "extraction": target.extraction,
+        "outcome_rules": asdict(target.rules),
+        "max_new_tokens": target.max_new_tokens,
     }
     reports = target.reports
     write_json(reports / "summary.json", summary)

@@ -2,9 +2,9 @@
 
 The paper's later stage (GRPO-LEAD.md §6) trains on the problems that the stage-1 model still finds hard:
 stage-1 pass rate p ≤ ``train.stage2.max_pass_rate`` (0.75), zero included (:func:`lead.core.difficulty.stage2_band`).
-This stage measures p exactly as ``calibrate`` does (same ``calibrate.*`` sampling settings, same grader under
-stage 2's reward rule, an incremental cache of its own), but samples ``<paths.models>/train``, the stage-1
-result, and keeps that band.
+This stage measures p exactly as ``calibrate`` does (same ``calibrate.*`` sampling settings, the same outcome
+function under stage 2's reward rules and token budget, an incremental cache of its own), but samples
+``<paths.models>/train``, the stage-1 result, and keeps that band.
 It is a DVC stage of its own so that ``dvc dag`` shows the loop back through calibration and DVC reruns it
 exactly when the stage-1 model, the pool or these settings change.
 
@@ -41,9 +41,6 @@ def target_paths(params: Params) -> tuple[Path, Path]:
 def target(params: Params) -> calibrate.Target:
     """Calibrate the stage-1 model (``<paths.models>/train``) and keep the stage-2 band."""
     low, high, inclusive = difficulty.stage2_band(params.train.stage2.max_pass_rate)
-    overrides = params.train.stage2.overrides  # stage 2's reward decides its pass rates
-    preset = overrides.get("preset", params.train.preset)
-    extraction = overrides.get("extraction", params.train.extraction)
     output, reports = target_paths(params)
     return calibrate.Target(
         stage=STAGE,
@@ -54,7 +51,7 @@ def target(params: Params) -> calibrate.Target:
         low=low,
         high=high,
         inclusive=inclusive,
-        extraction=calibrate.reward_extraction(preset, extraction),
+        **calibrate.reward_judge(params.train.stage2_train()),  # stage 2's reward decides its pass rates
     )
 
 

@@ -3,9 +3,10 @@
 For each benchmark in ``evaluate.benchmarks`` (:mod:`lead.io.benchmarks`; the first ``evaluate.max_problems``
 problems of each, or all), every problem is rendered with the model's chat template (problem + the
 instruction suffix), sampled ``evaluate.samples`` times through :func:`lead.io.sampling.make_sampler`, and each
-completion graded by :func:`lead.grading.grade_batch_detailed` with the ``"any"`` extraction rule
-(math-verify's priority list; recorded as ``<benchmark>.extraction``), which also gives the answer each
-verdict was judged by (recorded per sample, voted on for Cons@n). The metrics are
+completion judged by the one outcome function (:func:`lead.core.outcomes.judge`) under evaluation's rules
+(:data:`lead.core.outcomes.EVALUATION`: the ``"any"`` extraction rule, math-verify's priority list, recorded as
+``<benchmark>.extraction``), which gives the verdict on the answer as written (Pass@1), the answer it was
+judged by (recorded per sample, voted on for Cons@n) and the outcome (answered share, precision). The metrics are
 :mod:`lead.core.evaluation`'s: Pass@k, Cons@n over answer equivalence classes, Len_avg (all / correct /
 incorrect), truncation rate, a token-budget sweep and, where a benchmark has levels, a difficulty-band table.
 
@@ -53,7 +54,6 @@ ACCURACY_PLOT = "accuracy_vs_length.png"
 BUDGET_PLOT = "budget_curve.png"
 OUTPUTS = (RECORDS, METRICS, ACCURACY_PLOT, BUDGET_PLOT)  # one generation, named by the manifest
 PIPELINE_MODELS = ("warmstart", "train", "train_stage2")  # evaluate.model names whose stage publishes them
-EXTRACTION = "any"  # the grader's full priority list (math-verify's), as the field evaluates
 GRADER_STATS = ("fast_path", "verified", "no_answer", "unparseable", "timeouts")
 
 
@@ -120,24 +120,22 @@ def _prepare(
 def _score_benchmark(name: str, bench: _Prepared, groups: list[list[Any]], n: int):
     """Grade the sampled groups; per-sample records, the evaluation's ProblemSamples and the grader stats."""
     from lead.core.evaluation import ProblemSamples, Sample
-    from lead.grading import grade_batch_detailed
+    from lead.core.outcomes import EVALUATION, judge
 
     sampled = [p for p, fit in zip(bench.problems, bench.fits, strict=True) if fit]
     flat = [c for group in groups for c in group]
     golds = [p.answer for p, group in zip(sampled, groups, strict=True) for _ in group]
     # One pass: each verdict with the answer it was judged by (the records and Cons@n use the same answers).
-    graded, stats = grade_batch_detailed([c.text for c in flat], golds, extraction=EXTRACTION)
-    verdicts = [g.correct for g in graded]
-    answers = [g.answer for g in graded]
+    judged, stats = judge([c.text for c in flat], golds, [not c.finished for c in flat], EVALUATION)
     records, problems = [], []
     position = 0
     for problem, fit in zip(bench.problems, bench.fits, strict=True):
         samples = []
         for i in range(n):
             if fit:
-                c, answer, ok = flat[position], answers[position], verdicts[position]
+                c, j = flat[position], judged[position]
                 position += 1
-                sample = Sample(answer=answer, correct=ok, tokens=c.num_tokens, finished=c.finished)
+                sample = Sample(j.answer, j.correct, c.num_tokens, c.finished, outcome=j.outcome)
                 text = c.text
             else:
                 sample = Sample(answer=None, correct=False, tokens=0, finished=False, generated=False)
@@ -256,6 +254,7 @@ def run(params: Params) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from lead.core.evaluation import benchmark_metrics, budget_sweep, cached_equal, seed_summary
+    from lead.core.outcomes import EVALUATION
     from lead.io.benchmarks import load_benchmark
     from lead.io.progress import progress_bar
     from lead.io.sampling import VLLMSampler, context_window, make_sampler
@@ -315,7 +314,7 @@ def run(params: Params) -> dict[str, Any]:
                 equal = cached_equal()
                 values = benchmark_metrics(problems, budgets=ev.budgets, equal=equal)
                 values["over_context"] = sum(not f for f in bench.fits)
-                values["extraction"] = EXTRACTION
+                values["extraction"] = EVALUATION.extraction
                 values.update({f"grader_{k}": getattr(stats, k) for k in GRADER_STATS})
                 per_seed.append(values)
                 if repeat == 0:  # plots show the first seed
@@ -328,7 +327,7 @@ def run(params: Params) -> dict[str, Any]:
         _write_records(out / RECORDS, records)
         write_json(out / METRICS, metrics)
         _plots(out, scored, sweeps, ev.samples)
-        mlflow.set_tags({"model_fingerprint": fingerprint, "grader.extraction": EXTRACTION})
+        mlflow.set_tags({"model_fingerprint": fingerprint, "grader.extraction": EVALUATION.extraction})
         mlflow.log_metrics({k: float(v) for k, v in metrics.items() if isinstance(v, int | float)})
         mlflow.log_metric("seconds", seconds)
         mlflow.log_artifacts(str(out), artifact_path="evaluate")

@@ -240,11 +240,28 @@ def grpo_config_kwargs(
         data_seed=t.seed,
     )
     clash = [key for key in t.grpo_config if key in own]
-    if clash:
+    owned = [key for key in t.grpo_config if key in LEAD_OWNS]
+    if clash or owned:
         raise ParamsError(
-            "\n".join(f"train.grpo_config.{key}: set by the pipeline; {_instead(key)}" for key in clash)
+            "\n".join(
+                [f"train.grpo_config.{key}: set by the pipeline; {_instead(key)}" for key in clash]
+                + [
+                    f"train.grpo_config.{key}: does nothing under LEADTrainer; {LEAD_OWNS[key]}"
+                    for key in owned
+                ]
+            )
         )
     return {**own, **t.grpo_config}
+
+
+# GRPOConfig fields that LEADTrainer makes meaningless (its one reward and its advantages replace TRL's), with
+# the knob that does what the user meant.
+LEAD_OWNS = {
+    "scale_rewards": "LEAD's advantages divide by the group's std (unbiased, eps 1e-6); train.loss_type "
+    "dr_grpo drops that scaling",
+    "reward_weights": "LEAD computes one reward from each completion's outcome; set its values with "
+    "train.preset, train.penalty and train.repetition_penalty",
+}
 
 
 # Where each GRPOConfig argument of grpo_config_kwargs comes from: what to set instead of train.grpo_config.<key>.
@@ -317,7 +334,7 @@ def check_grpo_fields(extra: dict[str, Any]) -> None:
     from trl import GRPOConfig
 
     names = sorted(f.name for f in dataclasses.fields(GRPOConfig) if f.init)
-    free = [name for name in names if name not in PIPELINE_KEYS]
+    free = [name for name in names if name not in PIPELINE_KEYS and name not in LEAD_OWNS]
     problems = []
     for key in extra:
         if key in names:

@@ -1,39 +1,43 @@
 """Presets: every difference between the paper, its reference code and known improvements, by name.
 
-=====================  ==============  ===================  ===================================
-knob                   ``faithful``    ``paper``            ``improved``
-=====================  ==============  ===================  ===================================
-answer graded          last box before last box (after the   last box (after the
-(``extraction``)       ``</think>``    last ``</think>``)    last ``</think>``)
-outcome table          1 / -1 / 0 / -2 correct / incorrect   1 / -1 / -1 / -2 (a cut-off answer
-(correct/wrong/        (cut-off = 0)   only: 1 / -1 / -1 /   no longer beats a wrong one)
-unfinished/degen.)                     -1
-length gate (tokens)   4000            off                  off
-loss_type              grpo            grpo                 dapo (token-level)
-clip (low / high)      0.2 / 0.2       0.2 / 0.2            0.2 / 0.28 (clip-higher)
-entropy bonus          0.001           0.001                0
-learning rate          1e-6            1e-6                 1e-6
-vLLM importance        off             off                  on (TRL's default: corrects the
-sampling correction                                         vLLM/trainer logprob mismatch)
-=====================  ==============  ===================  ===================================
+=====================  ==================  ===================  ===================================
+knob                   ``faithful``        ``paper``            ``improved``
+=====================  ==================  ===================  ===================================
+answer graded          last box before     last box (after the   last box (after the
+(``extraction``)       ``</think>``        last ``</think>``)    last ``</think>``)
+cut at the token       graded as written   unfinished           graded as written
+limit (``truncation``)  (the reference)
+outcome table          1 / -1 / 0 / -2     correct / incorrect   1 / -1 / -1 / -2 (a cut-off answer
+(correct/wrong/                            only: 1 / -1 / -1 /   no longer beats a wrong one)
+unfinished/degen.)                         -1
+length gate (tokens)   4000                off                  off
+loss_type              grpo                grpo                 dapo (token-level)
+clip (low / high)      0.2 / 0.2           0.2 / 0.2            0.2 / 0.28 (clip-higher)
+entropy bonus          0.001               0.001                0
+learning rate          1e-6                1e-6                 1e-6
+vLLM importance        off                 off                  on (TRL's default: corrects the
+sampling correction                                             vLLM/trainer logprob mismatch)
+=====================  ==================  ===================  ===================================
 
+What each outcome means is :func:`lead.core.outcomes.outcome`'s rule, with the preset's
+:class:`~lead.core.outcomes.OutcomeRules` (:func:`outcome_rules`): a completion without ``</think>`` is
+unfinished (or degenerate when it loops) under every preset; one with ``</think>`` but no answer is wrong.
 The ablation switches then act on top: ``length_reward: false`` sets α = 0 (no L), ``penalty: false`` sets
 every non-correct outcome to 0 (no E: a 0/1 accuracy reward), ``reweight: false`` turns AD off.
 ``loss_type: dr_grpo`` also drops the std scaling of the advantage (Dr. GRPO). TRL applies an importance-
 sampling correction to vLLM rollouts unless told not to: the paper's objective has none, so only ``improved``
 turns it on (it acts only with ``use_vllm``). ``repetition_penalty`` (the paper's later stage: -1.5) makes
-every completion that loops degenerate, finished or not, and sets the degenerate reward to it.
+every completion that repeats an n-gram degenerate, finished or not (a long formula is no loop), and sets the
+degenerate reward to it.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from lead.config import TrainParams
-from lead.grading.extract import Extraction
-
-Truncation = Literal["unfinished", "wrong", "mask"]
+from lead.core.outcomes import OutcomeRules
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,8 @@ class LeadSettings:
     ``alpha = 0`` turns the length reward (L) off; ``wrong = unfinished = degenerate = 0`` turns the explicit
     penalty (E) off; ``reweight = False`` turns the difficulty-aware reweighting (AD) off. All three off is
     plain GRPO with a 0/1 accuracy reward (with ε = 1e-6 and no reweighting, the advantage is GRPO's).
-    ``scale_by_std = False`` is Dr. GRPO's advantage ``r - mean`` (``loss_type: dr_grpo``).
+    ``scale_by_std = False`` is Dr. GRPO's advantage ``r - mean`` (``loss_type: dr_grpo``). ``rules`` decide
+    what each completion is (:func:`lead.core.outcomes.outcome`): the reward's, calibration's and stage 2's.
     """
 
     alpha: float = 0.05
@@ -55,13 +60,7 @@ class LeadSettings:
     reweight: bool = True
     drop_uninformative: bool = True
     scale_by_std: bool = True
-    # Where the reward looks for the answer (lead.grading.extract): the paper's rule is the last box; the
-    # reference code's, the last box before the first </think>.
-    extraction: Extraction = "boxed"
-    truncation: Truncation = "unfinished"  # how a completion cut at the token limit is scored
-    # The paper's later stage penalizes repeated n-grams in any completion: a loop is then DEGENERATE even when
-    # the completion finished (the reference code only checks unfinished ones), and scores ``degenerate``.
-    loops_anywhere: bool = False
+    rules: OutcomeRules = field(default_factory=OutcomeRules)
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -69,7 +68,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "extraction": "boxed_before_think",
         "outcomes": (1.0, -1.0, 0.0, -2.0),
         "length_gate_tokens": 4000,
-        "truncation": "unfinished",
+        "truncation": "graded",  # the reference code never looks at the token limit
         "loss_type": "grpo",
         "epsilon_high": None,  # = epsilon
         "entropy_coef": 0.001,
@@ -91,7 +90,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "extraction": "boxed",
         "outcomes": (1.0, -1.0, -1.0, -2.0),
         "length_gate_tokens": 0,
-        "truncation": "wrong",
+        "truncation": "graded",
         "loss_type": "dapo",
         "epsilon_high": 0.28,
         "entropy_coef": 0.0,
@@ -116,7 +115,8 @@ class Resolved:
     def record(self) -> dict[str, Any]:
         """Flat ``name: value`` of everything resolved (logged on the training run: the objective trained)."""
         return {
-            **{f"lead.{k}": v for k, v in asdict(self.lead).items()},
+            **{f"lead.{k}": v for k, v in asdict(self.lead).items() if k != "rules"},
+            **{f"lead.rules.{k}": v for k, v in asdict(self.lead.rules).items()},
             "loss_type": self.loss_type,
             "learning_rate": self.learning_rate,
             "entropy_coef": self.entropy_coef,
@@ -124,6 +124,19 @@ class Resolved:
             "mask_truncated": self.mask_truncated,
             "vllm_importance_sampling_correction": self.vllm_importance_sampling_correction,
         }
+
+
+def outcome_rules(train: TrainParams) -> OutcomeRules:
+    """What a completion is for the reward that trains with ``train`` (the preset's rules, then explicit
+    ``train.extraction`` / ``train.truncation``; ``train.repetition_penalty`` looks for loops anywhere). The
+    calibration stages judge their samples with these rules too, so a pass rate is the share the trainer
+    will score correct."""
+    preset = PRESETS[train.preset]
+    return OutcomeRules(
+        extraction=train.extraction or preset["extraction"],
+        truncation=train.truncation or preset["truncation"],
+        loops="unfinished" if train.repetition_penalty is None else "anywhere",
+    )
 
 
 def resolve(train: TrainParams) -> Resolved:
@@ -135,11 +148,11 @@ def resolve(train: TrainParams) -> Resolved:
         return preset[key] if value is None else value
 
     correct, wrong, unfinished, degenerate = preset["outcomes"]
+    rules = outcome_rules(train)
     if not train.penalty:  # E off: a plain 0/1 accuracy reward
         wrong = unfinished = degenerate = 0.0
     if train.repetition_penalty is not None:  # an explicit knob, so it holds with E off too
         degenerate = train.repetition_penalty
-    truncation = pick("truncation")
     gate = pick("length_gate_tokens")
     loss_type = pick("loss_type")
     lead = LeadSettings(
@@ -151,9 +164,7 @@ def resolve(train: TrainParams) -> Resolved:
         degenerate=degenerate,
         reweight=train.reweight,
         drop_uninformative=train.drop_uninformative,
-        extraction=pick("extraction"),
-        truncation=truncation,
-        loops_anywhere=train.repetition_penalty is not None,
+        rules=rules,
         # Dr. GRPO (Liu et al. 2025) drops the std scaling of the advantage as well as the length normalisation.
         scale_by_std=loss_type != "dr_grpo",
     )
@@ -164,6 +175,6 @@ def resolve(train: TrainParams) -> Resolved:
         learning_rate=pick("learning_rate"),
         entropy_coef=pick("entropy_coef"),
         epsilon_high=train.epsilon if epsilon_high is None else epsilon_high,
-        mask_truncated=truncation == "mask",
+        mask_truncated=rules.truncation == "mask",
         vllm_importance_sampling_correction=pick("vllm_importance_sampling_correction"),
     )

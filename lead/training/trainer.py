@@ -2,8 +2,10 @@
 
 TRL 1.16 has no advantage hook, so two private methods are overridden (a contract test pins them):
 
-* ``_calculate_rewards`` — grade this process's completions with the one grader, classify each outcome
-  (correct / wrong / unfinished / degenerate), **gather** outcome codes and token lengths from every process
+* ``_calculate_rewards`` — judge this process's completions with the one outcome function
+  (:func:`lead.core.outcomes.judge` under the preset's rules: correct / wrong / unfinished / degenerate), sum the
+  grader's statistics over the processes (a step whose grades mostly time out stops the run), **gather** outcome
+  codes and token lengths from every process
   (a prompt's group can straddle processes), and compute the LEAD rewards on the whole batch
   (:func:`lead.core.rewards.lead_rewards`: the length-dependent accuracy reward L and the penalties E). TRL then
   logs these rewards as the ``lead`` reward function.
@@ -12,7 +14,7 @@ TRL 1.16 has no advantage hook, so two private methods are overridden (a contrac
   difficulty-aware reweighting AD, dropped uninformative groups) computed on the gathered rewards, slice back
   this process's part, overwrite the advantages TRL buffered for its completion table (it only prints them at
   the next log), and record LEAD's own metrics (reward by outcome, lengths of correct and incorrect answers,
-  ρ, weights, dropped groups).
+  ρ, weights, dropped groups) and the grader's (``grader/timeouts``, ``grader/unparseable``, ...).
 
 Everything numeric lives in the pure modules; this file is glue.
 """
@@ -28,9 +30,20 @@ import torch
 from trl import GRPOTrainer
 
 from lead.core.advantages import lead_advantages, lead_metrics
-from lead.core.rewards import OUTCOMES, Outcome, classify_outcome, lead_rewards
-from lead.grading import grade_batch
+from lead.core.outcomes import OUTCOMES, Outcome, judge
+from lead.core.rewards import lead_rewards
+from lead.grading import GradeStats
 from lead.training.presets import LeadSettings
+
+# A step where more than this share of the grades timed out is not trusted: math-verify is broken or starved,
+# and every such answer would silently score as wrong (the grader's statistics are logged on every step).
+MAX_TIMEOUT_SHARE = 0.2
+# The grader's statistics logged per step, as shares of the step's completions (lead.grading.GradeStats).
+GRADER_FIELDS = ("timeouts", "unparseable", "no_answer", "fast_path", "verified")
+
+
+class GraderFailure(RuntimeError):
+    """Too many of a step's grades timed out (:data:`MAX_TIMEOUT_SHARE`)."""
 
 
 def completion_text(completion: Any) -> str:
@@ -42,22 +55,11 @@ def completion_text(completion: Any) -> str:
 
 def classify(
     texts: Sequence[str], golds: Sequence[str], truncated: Sequence[bool], settings: LeadSettings
-) -> list[Outcome]:
-    """Grade and classify a list of completions (one grader call for the whole list)."""
-    verdicts = grade_batch(list(texts), [str(g) for g in golds], extraction=settings.extraction)
-    out = []
-    for text, ok, cut in zip(texts, verdicts, truncated, strict=True):
-        # "wrong" truncation: a cut-off completion is graded like any other (no answer → wrong).
-        cut_as_unfinished = cut and settings.truncation != "wrong"
-        out.append(
-            classify_outcome(
-                text,
-                ok,
-                truncated=cut_as_unfinished,
-                loops_anywhere=settings.loops_anywhere,
-            )
-        )
-    return out
+) -> tuple[list[Outcome], GradeStats]:
+    """Each completion's outcome under the settings' rules (:func:`lead.core.outcomes.judge`), and the grader's
+    statistics of the batch."""
+    judged, stats = judge(texts, golds, truncated, settings.rules)
+    return [j.outcome for j in judged], stats
 
 
 def outcome_reward_func(settings: LeadSettings):
@@ -75,21 +77,47 @@ def outcome_reward_func(settings: LeadSettings):
     def lead_outcome(completions, answer, completion_ids, **_: Any) -> list[float]:
         texts = [completion_text(c) for c in completions]
         # Without the tokenizer here, a completion that never produced EOS cannot be told apart: treat none as cut.
-        outcomes = classify(texts, answer, [False] * len(texts), settings)
+        outcomes, _ = classify(texts, answer, [False] * len(texts), settings)
         return [table[o] for o in outcomes]
 
     return lead_outcome
+
+
+def grader_metrics(counts: np.ndarray) -> dict[str, float]:
+    """``grader/<field>`` shares of a step's completions from the gathered counts (``total`` first, then
+    :data:`GRADER_FIELDS`); raises :class:`GraderFailure` when the timeouts exceed :data:`MAX_TIMEOUT_SHARE`.
+
+    >>> grader_metrics(np.array([10, 1, 0, 2, 7, 0]))["grader/timeouts"]
+    0.1
+    """
+    total = max(int(counts[0]), 1)
+    shares = {f"grader/{name}": float(n) / total for name, n in zip(GRADER_FIELDS, counts[1:], strict=True)}
+    if shares["grader/timeouts"] > MAX_TIMEOUT_SHARE:
+        raise GraderFailure(
+            f"{int(counts[1])} of {int(counts[0])} grades timed out in one step (more than "
+            f"{MAX_TIMEOUT_SHARE:.0%}): math-verify is failing or starved of CPU, and those answers would all "
+            "score as wrong; see the grader/* metrics of the training run"
+        )
+    return shares
 
 
 class LEADTrainer(GRPOTrainer):
     """``GRPOTrainer`` with GRPO-LEAD rewards and advantages (see the module docstring)."""
 
     def __init__(self, *args: Any, lead: LeadSettings, answer_column: str = "answer", **kwargs: Any) -> None:
-        kwargs.setdefault("reward_funcs", [outcome_reward_func(lead)])
+        funcs = kwargs.setdefault("reward_funcs", [outcome_reward_func(lead)])
+        if isinstance(funcs, list) and len(funcs) != 1:
+            # LEAD's reward is one column computed here from the outcomes; other functions would be ignored.
+            raise ValueError(
+                f"LEADTrainer computes one reward (GRPO-LEAD's, from each completion's outcome) and got "
+                f"{len(funcs)} reward functions; set the outcome values through the preset (train.preset, "
+                "train.penalty, train.repetition_penalty) instead"
+            )
         super().__init__(*args, **kwargs)
         self.lead = lead
         self.answer_column = answer_column
         self._lead_batch: dict[str, np.ndarray] = {}
+        self._lead_grader: dict[str, float] = {}
 
     # -- TRL seam 1: rewards on the gathered batch -------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -98,12 +126,17 @@ class LEADTrainer(GRPOTrainer):
         truncated = [not ids or ids[-1] not in eos for ids in completion_ids_list]
         texts = [completion_text(c) for c in completions]
         golds = [x[self.answer_column] for x in inputs]
-        outcomes = classify(texts, golds, truncated, self.lead)
+        outcomes, stats = classify(texts, golds, truncated, self.lead)
+        counts = torch.tensor(
+            [stats.total, *(getattr(stats, name) for name in GRADER_FIELDS)], device=device, dtype=torch.long
+        )
         codes = torch.tensor([OUTCOMES.index(o) for o in outcomes], device=device)
         lengths = torch.tensor([len(ids) for ids in completion_ids_list], device=device, dtype=torch.float32)
         cut = torch.tensor(truncated, device=device)
         # Group shaping needs whole groups: gather from every process (TRL keeps groups contiguous in order).
         codes, lengths, cut = (self.accelerator.gather(t).cpu().numpy() for t in (codes, lengths, cut))
+        # Every process sees the same sums, so all of them stop together on a failing grader (no one waits).
+        grader = grader_metrics(self.accelerator.reduce(counts, reduction="sum").cpu().numpy())
         names = [OUTCOMES[c] for c in codes]
         s = self.lead
         rewards = lead_rewards(
@@ -118,6 +151,7 @@ class LEADTrainer(GRPOTrainer):
             degenerate=s.degenerate,
         )
         self._lead_batch = {"codes": codes, "lengths": lengths, "rewards": rewards, "truncated": cut}
+        self._lead_grader = grader
         return torch.tensor(rewards, dtype=torch.float32, device=device).unsqueeze(1)
 
     # -- TRL seam 2: replace the advantages -------------------------------------------------------------------
@@ -146,7 +180,10 @@ class LEADTrainer(GRPOTrainer):
             if i >= 0:
                 logged[i] = value
         mode = "train" if self.model.training else "eval"
-        for name, value in lead_metrics(batch, advantages, self.num_generations).items():
+        for name, value in {
+            **lead_metrics(batch, advantages, self.num_generations),
+            **self._lead_grader,
+        }.items():
             self._metrics[mode][name].append(value)
         self._metrics[mode]["lead/step_seconds"].append(time.perf_counter() - started)
         return output

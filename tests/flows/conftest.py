@@ -21,7 +21,7 @@ REDUCED = {
     "curate": {"proxy": {"train_problems": 60, "test_per_level": 2, "max_ops": 3}},
     "warmstart": {"examples": 64, "batch_size": 16},
     # An untrained-looking 1-layer model solves nothing: keep every problem so that train has a pool.
-    "calibrate": {"samples": 4, "backend": "transformers", "max_new_tokens": 96, "keep_inclusive": "both"},
+    "calibrate": {"samples": 4, "backend": "transformers", "keep_inclusive": "both"},
     "train": {
         "max_steps": 2,
         "batch_size": 16,

@@ -52,7 +52,8 @@ def params(small_params: Params, tiny_model, mlflow_uri) -> Params:
     shutil.copytree(tiny_model[0], small_params.paths.models / "warmstart")
     small_params.tracking.uri = mlflow_uri
     cfg = small_params.calibrate
-    cfg.backend, cfg.samples, cfg.max_new_tokens, cfg.chunk_size = "transformers", 2, 8, 16
+    cfg.backend, cfg.samples, cfg.chunk_size = "transformers", 2, 16
+    small_params.train.max_completion_length = 8  # the reward's budget is calibration's too
     _write_pool(small_params, 40)
     return small_params
 
@@ -94,6 +95,11 @@ def counter(monkeypatch):
     return c
 
 
+def done(answer) -> str:
+    """A finished completion that answers ``answer`` (boxed in and after the reasoning: every preset reads it)."""
+    return f"<think>\nso \\boxed{{{answer}}}\n</think>\nThe answer is \\boxed{{{answer}}}."
+
+
 class ScriptedSampler:
     """Problem j (in pool order) gets exactly ``j % (k + 1)`` correct completions out of k."""
 
@@ -107,7 +113,7 @@ class ScriptedSampler:
             problem = next(p for p in self.answers if p in prompt)
             c = self.index[problem] % (spec.n + 1)
             answer = int(self.answers[problem])
-            texts = [f"\\boxed{{{answer if i < c else answer + 1}}}" for i in range(spec.n)]
+            texts = [done(answer if i < c else answer + 1) for i in range(spec.n)]
             out.append([Completion(text=t, num_tokens=10 + i, finished=True) for i, t in enumerate(texts)])
         if progress:
             progress(len(prompts))
@@ -222,10 +228,13 @@ def test_rerun_is_a_cache_hit_and_added_problems_alone_are_sampled(params: Param
     [
         ("calibrate", "temperature", 0.5),
         ("calibrate", "seed", 1),
-        ("calibrate", "max_new_tokens", 6),
         ("calibrate", "samples", 3),
         ("model", "prompt_suffix", "\nAnswer in a box."),
-        ("train", "extraction", "any"),  # the reward's rule decides the verdicts
+        # The reward's rules and budget decide what counts as correct.
+        ("train", "max_completion_length", 6),
+        ("train", "extraction", "any"),
+        ("train", "truncation", "graded"),
+        ("train", "repetition_penalty", -1.5),
     ],
 )
 def test_changing_sampling_settings_invalidates_and_changing_back_reuses(
@@ -261,21 +270,67 @@ def test_pass_rates_are_measured_with_the_rewards_extraction_rule(params: Params
     with pytest.raises(StageError, match="solved 0 of 80 samples"):  # an empty pool stops the stage
         calibrate.calibrate_pool(params)
     boxed = json.loads(summary.read_text())
-    assert boxed["extraction"] == "boxed" and boxed["grader"]["correct"] == 0 and boxed["kept"] == 0
+    assert boxed["outcome_rules"]["extraction"] == "boxed" and boxed["kept"] == 0
     params.train.extraction = "any"
     with pytest.raises(StageError, match="solved all 80 samples"):
         calibrate.calibrate_pool(params)
     anywhere = json.loads(summary.read_text())
-    assert anywhere["extraction"] == "any" and anywhere["sampled_problems"] == 40
+    assert anywhere["outcome_rules"]["extraction"] == "any" and anywhere["sampled_problems"] == 40
     assert anywhere["grader"]["correct"] == 80 and anywhere["settings"] != boxed["settings"]
-    # The rule is the one the trainer resolves, for every preset and explicit value.
-    from lead.training.presets import resolve
 
-    for preset in ("faithful", "paper", "improved"):
-        for extraction in (None, "any", "boxed", "boxed_before_think"):
-            params.train.preset, params.train.extraction = preset, extraction
-            expected = resolve(params.train).lead.extraction
-            assert calibrate.reward_extraction(preset, extraction) == expected
+
+@pytest.mark.parametrize(
+    ("preset", "overrides", "correct"),
+    [
+        # Cut at the budget after a right answer: the paper preset's reward scores it unfinished, so does
+        # calibration (today's p was 1 here: a problem whose groups all score -1 would be "solved").
+        ("paper", {}, 0),
+        # The reference code grades a cut completion that closed its reasoning by its box: correct.
+        ("faithful", {}, 80),
+        # No </think>: unfinished under every preset, whatever the box says.
+        ("improved", {"think": False}, 0),
+        # Stage 2's loop penalty: a finished, right answer that repeats a phrase 10 times is degenerate.
+        ("paper", {"loop": True, "cut": False}, 0),
+    ],
+)
+def test_a_pass_rate_is_the_share_the_trainer_scores_correct(
+    params: Params, monkeypatch, preset, overrides, correct
+):
+    """Calibration and the reward judge a completion with the same function and rules (issue: a problem kept
+    with p > 0 whose every sample the trainer scores non-correct is a group without signal)."""
+    from lead.training.presets import resolve
+    from lead.training.trainer import classify
+
+    shape = {"think": True, "loop": False, "cut": True, **overrides}
+
+    class Shaped(ScriptedSampler):
+        def sample(self, prompts, spec, progress=None):
+            out = []
+            for prompt in prompts:
+                answer = next(a for p, a in self.answers.items() if p in prompt)
+                loop = "let me check again " * 10 if shape["loop"] else ""
+                think = "</think>" if shape["think"] else ""
+                text = f"<think>\n{loop}so \\boxed{{{answer}}}\n{think}\nThe answer is \\boxed{{{answer}}}"
+                out.append([Completion(text=text, num_tokens=8, finished=not shape["cut"])] * spec.n)
+                self.seen += [(text, answer, not shape["cut"])] * spec.n
+            return out
+
+    sampler = Shaped(pd.read_parquet(params.paths.curated / "train.parquet"))
+    sampler.seen = []
+    monkeypatch.setattr(lead.io.sampling, "make_sampler", lambda *a, **k: sampler)
+    params.train.preset = preset
+    if shape["loop"]:
+        params.train.repetition_penalty = -1.5
+    params.calibrate.keep_inclusive = "both"  # keep everything: the pass rates are what is checked
+    summary = calibrate.calibrate_pool(params)
+    assert summary["grader"]["total"] == 80
+    solved = sum(r for r in pd.read_parquet(params.paths.curated / "calibrated.parquet")["correct"])
+    assert solved == correct
+    # ... and the trainer scores those very completions the same way.
+    texts, golds, finished = zip(*sampler.seen, strict=True)
+    outcomes, _ = classify(texts, golds, [not f for f in finished], resolve(params.train).lead)
+    assert sum(o == "correct" for o in outcomes) == correct
+    assert calibrate.reward_judge(params.train)["rules"] == resolve(params.train).lead.rules
 
 
 class Solves(ScriptedSampler):
@@ -286,7 +341,7 @@ class Solves(ScriptedSampler):
     def sample(self, prompts, spec, progress=None):
         c = min(self.correct, spec.n)
         answers = [next(a for p, a in self.answers.items() if p in prompt) for prompt in prompts]
-        texts = [[f"\\boxed{{{a if i < c else int(a) + 1}}}" for i in range(spec.n)] for a in answers]
+        texts = [[done(a if i < c else int(a) + 1) for i in range(spec.n)] for a in answers]
         return [[Completion(text=t, num_tokens=10, finished=True) for t in group] for group in texts]
 
 

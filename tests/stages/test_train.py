@@ -13,7 +13,9 @@ import torch
 
 from lead.config import TinySpec
 from lead.core.advantages import lead_advantages
-from lead.core.rewards import Outcome, lead_rewards
+from lead.core.outcomes import Outcome
+from lead.core.rewards import lead_rewards
+from lead.grading import GradeStats
 from lead.io.fingerprint import StaleOutputError
 from lead.stages import train
 from lead.training import trainer as seam
@@ -23,7 +25,11 @@ CYCLE = [Outcome.CORRECT, Outcome.WRONG, Outcome.CORRECT, Outcome.UNFINISHED]
 
 def test_lead_trainer_replaces_advantages_with_lead_maths(rl_params, monkeypatch):
     """Whatever the model writes, the advantages TRL trains on are exactly lead_advantages(lead_rewards(...))."""
-    monkeypatch.setattr(seam, "classify", lambda texts, *a, **k: [CYCLE[i % 4] for i in range(len(texts))])
+    monkeypatch.setattr(
+        seam,
+        "classify",
+        lambda texts, *a, **k: ([CYCLE[i % 4] for i in range(len(texts))], GradeStats(total=len(texts))),
+    )
     seen = []
     original = seam.LEADTrainer._generate_and_score_completions
 
@@ -55,7 +61,15 @@ def test_train_stage_saves_the_model_and_logs_lead_metrics(rl_params):
     mlflow.set_tracking_uri(rl_params.tracking.uri)
     run = mlflow.get_run(summary["mlflow_run_id"])
     assert run.data.tags["stage"] == "train" and run.info.status == "FINISHED"
-    for key in ("lead/share_correct", "lead/rho_mean", "lead/dropped_groups", "lead/step_seconds", "reward"):
+    for key in (
+        "lead/share_correct",
+        "lead/rho_mean",
+        "lead/dropped_groups",
+        "lead/step_seconds",
+        "reward",
+        "grader/timeouts",  # the grader's statistics, per step
+        "grader/no_answer",
+    ):
         assert key in run.data.metrics, key
     assert run.data.params["train.preset"] == "paper"
 
@@ -84,7 +98,10 @@ def test_curriculum_stage2_recalibrates_with_the_stage1_model_and_continues_from
     t.max_steps, t.dev_problems, t.eval_steps = 1, 4, 1
     t.stage2.enabled, t.stage2.max_steps, t.stage2.overrides = True, 2, {"length_reward": False}
     c = rl_params.calibrate
-    c.backend, c.samples, c.max_new_tokens = "transformers", 2, 12
+    c.backend, c.samples = (
+        "transformers",
+        2,
+    )  # sampled with the reward's budget, train.max_completion_length (12)
     first = train.run(rl_params)
     calibrated = calibrate_stage2.run(rl_params)
     second = train_stage2.run(rl_params)
@@ -329,7 +346,11 @@ def test_micro_batches_train_the_same_step_as_one_batch(rl_params, tmp_path, mon
     generation still serves the whole step."""
     from safetensors.torch import load_file
 
-    monkeypatch.setattr(seam, "classify", lambda texts, *a, **k: [CYCLE[i % 4] for i in range(len(texts))])
+    monkeypatch.setattr(
+        seam,
+        "classify",
+        lambda texts, *a, **k: ([CYCLE[i % 4] for i in range(len(texts))], GradeStats(total=len(texts))),
+    )
     generated = []
     original = seam.LEADTrainer._generate_and_score_completions
 

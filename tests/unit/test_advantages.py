@@ -267,7 +267,7 @@ def test_bad_rewards_raise(rewards):
 
 def test_lead_metrics_of_a_step():
     from lead.core.advantages import lead_metrics
-    from lead.core.rewards import OUTCOMES, Outcome
+    from lead.core.outcomes import OUTCOMES, Outcome
 
     code = {o: OUTCOMES.index(o) for o in Outcome}
     # Two groups of 2: one solved once (rho 0.5, informative), one never (rho 0, dropped: advantages 0).

@@ -6,30 +6,34 @@ import json
 import pytest
 
 from lead.config import parse_params
+from lead.core.outcomes import OutcomeRules
 from lead.io import calibration_cache
 from lead.io.calibration_cache import CalibrationCache
 
 # Every calibrate input that enters the key, set explicitly so that a new default in lead/config.py does not
 # move the key (a changed default is a changed setting, not a changed key function).
 PARAMS = {
-    "calibrate": {"samples": 4, "temperature": 0.7, "max_new_tokens": 96, "seed": 11},
+    "calibrate": {"samples": 4, "temperature": 0.7, "seed": 11},
     "model": {"dtype": "bfloat16", "prompt_suffix": " Put the answer in \\boxed{}."},
 }
 
 
 def test_the_cache_keys_are_the_ones_existing_caches_hold(monkeypatch):
-    # Pinned: these literals were computed with lead/stages/calibrate.py before the keys moved here (commit
-    # d49c87d). Users' calibration_cache.jsonl files are keyed by them; if this fails, every cached result
-    # would be sampled again. Change them only on purpose (a new key field), never as a side effect.
+    # Pinned: the problem key and chunk seed were computed with lead/stages/calibrate.py before the keys moved
+    # here (commit d49c87d); the settings key changed on purpose when calibration began to judge samples with
+    # the reward's outcome rules and token budget (a verdict is the trainer's "correct" now). Users' cache files
+    # are keyed by them; if this fails, every cached result would be sampled again. Change them only on purpose
+    # (a new key field), never as a side effect.
     # The grader's source hash is fixed here, so that an edit of lead/grading (which rightly re-keys) does
     # not break the pin.
     monkeypatch.setattr(calibration_cache, "code_fingerprint", lambda modules: "grader-source-fixed")
     params = parse_params(PARAMS)
-    values = calibration_cache.settings(params, "hub:org/model@0123abcd", "vllm", "boxed")
+    rules = OutcomeRules(extraction="boxed", truncation="unfinished")
+    values = calibration_cache.settings(params, "hub:org/model@0123abcd", "vllm", rules, 96)
     assert values["grader"] == "grader-source-fixed"
     assert (
         calibration_cache.settings_key(values)
-        == "bff860a895aca617125505613fa5e3f7e0c22825814e2493da2ca3c761577d91"
+        == "ea052906ea3adc014c36adb825c61f0eb1f3d3e7ebe513e5c2e626427d00d623"
     )
     assert (
         calibration_cache.problem_key("What is 1+1?", "2")
@@ -44,10 +48,21 @@ def test_the_key_follows_the_sampling_but_not_the_chunking(monkeypatch):
 
     def key(**calibrate) -> str:
         params = parse_params({**PARAMS, "calibrate": {**PARAMS["calibrate"], **calibrate}})
-        return calibration_cache.settings_key(calibration_cache.settings(params, "m", "vllm", "boxed"))
+        values = calibration_cache.settings(params, "m", "vllm", OutcomeRules(), 96)
+        return calibration_cache.settings_key(values)
 
     assert key(chunk_size=100) == key()  # an execution knob: any chunking gives valid draws
     assert key(temperature=0.8) != key() and key(samples=5) != key() and key(seed=12) != key()
+    params = parse_params(PARAMS)
+    for other in (OutcomeRules(truncation="unfinished"), OutcomeRules(loops="anywhere")):
+        assert (
+            calibration_cache.settings_key(calibration_cache.settings(params, "m", "vllm", other, 96))
+            != key()
+        )
+    assert (
+        calibration_cache.settings_key(calibration_cache.settings(params, "m", "vllm", OutcomeRules(), 64))
+        != key()
+    )
 
 
 def result(settings: str, problem: str, correct: list[bool]) -> dict:

@@ -284,7 +284,13 @@ def test_extract_answer(completion: str, expected: str | None) -> None:
         # text after </think> beats a box inside; the box rule takes the box inside
         (r"<think>\boxed{1}</think> The answer is 3.", "3", "1", "1"),
         (r"<think>\boxed{1}</think> no answer", "1", "1", "1"),  # nothing after: last box of the whole text
-        (r"<think>\boxed{1} \boxed{50}</think>\boxed{2}", "2", "1, 50", "2"),  # reference: last box before
+        (
+            r"<think>\boxed{1} \boxed{50}</think>\boxed{2}",
+            "2",
+            "50",
+            "2",
+        ),  # reference: the last box before, alone
+        (r"<think>\boxed{1} \boxed{}</think>\boxed{2}", "2", None, "2"),  # ... an empty one is no answer
         (r"<think>x</think>\boxed{2}</think>\boxed{3}", "3", None, "3"),  # reference: before the FIRST one
         (r"<think>\boxed{1} cut off", "1", None, "1"),  # no </think>: the reference rule has no answer
         (r"The answer is 9. \boxed{7}", "7", None, "7"),  # a box beats a text fall-back

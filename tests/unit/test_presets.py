@@ -10,7 +10,13 @@ def test_faithful_is_the_reference_code():
     r = resolve(TrainParams(preset="faithful"))
     s = r.lead
     assert (s.correct, s.wrong, s.unfinished, s.degenerate) == (1.0, -1.0, 0.0, -2.0)
-    assert s.extraction == "boxed_before_think" and s.length_gate == 4000 and s.alpha == 0.05 and s.reweight
+    assert (
+        s.rules.extraction == "boxed_before_think"
+        and s.length_gate == 4000
+        and s.alpha == 0.05
+        and s.reweight
+    )
+    assert s.rules.truncation == "graded"  # the reference code never looks at the token limit
     assert (r.loss_type, r.learning_rate, r.entropy_coef, r.epsilon_high) == ("grpo", 1e-6, 0.001, 0.2)
     assert not r.mask_truncated
 
@@ -18,12 +24,12 @@ def test_faithful_is_the_reference_code():
 def test_paper_scores_only_correct_or_incorrect_and_has_no_gate():
     s = resolve(TrainParams(preset="paper")).lead
     assert (s.wrong, s.unfinished, s.degenerate) == (-1.0, -1.0, -1.0)
-    assert s.length_gate is None and s.extraction == "boxed"
+    assert s.length_gate is None and s.rules.extraction == "boxed" and s.rules.truncation == "unfinished"
 
 
-def test_improved_scores_truncation_as_wrong_with_dapo_and_clip_higher():
+def test_improved_grades_cut_completions_with_dapo_and_clip_higher():
     r = resolve(TrainParams(preset="improved"))
-    assert r.lead.truncation == "wrong" and r.loss_type == "dapo" and r.epsilon_high == 0.28
+    assert r.lead.rules.truncation == "graded" and r.loss_type == "dapo" and r.epsilon_high == 0.28
     assert resolve(TrainParams(preset="improved", truncation="mask")).mask_truncated
 
 
@@ -106,19 +112,19 @@ def test_scale_recipes_reach_trl_with_a_bounded_vllm_context(name, tmp_path):
 
 @pytest.mark.parametrize("preset", ["faithful", "paper", "improved"])
 def test_repetition_penalty_scores_loops_anywhere_even_with_e_off(preset):
-    from lead.core.rewards import Outcome
+    from lead.core.outcomes import Outcome
     from lead.training.trainer import classify
 
-    assert not resolve(TrainParams(preset=preset)).lead.loops_anywhere
+    assert resolve(TrainParams(preset=preset)).lead.rules.loops == "unfinished"
     s = resolve(TrainParams(preset=preset, penalty=False, repetition_penalty=-1.5)).lead
-    assert s.loops_anywhere and s.degenerate == -1.5 and s.wrong == 0.0
+    assert s.rules.loops == "anywhere" and s.degenerate == -1.5 and s.wrong == 0.0
     # The answer is boxed inside and after the reasoning: correct under every preset's grading rule.
     loop = "<think>" + "let me check again " * 12 + "so \\boxed{4}</think> \\boxed{4}"
     plain = "<think>2 + 2 = 4, so \\boxed{4}</think> \\boxed{4}"
-    assert classify([loop, plain], ["4", "4"], [False, False], s) == [Outcome.DEGENERATE, Outcome.CORRECT]
+    assert classify([loop, plain], ["4", "4"], [False, False], s)[0] == [Outcome.DEGENERATE, Outcome.CORRECT]
     # Without the knob a finished loop is graded like any answer (the reference code's rule).
     off = resolve(TrainParams(preset=preset, penalty=False)).lead
-    assert classify([loop], ["4"], [False], off) == [Outcome.CORRECT]
+    assert classify([loop], ["4"], [False], off)[0] == [Outcome.CORRECT]
 
 
 @pytest.mark.parametrize("recipe", [None, "grpo-lead-7b.yaml"])

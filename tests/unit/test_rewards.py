@@ -1,12 +1,9 @@
-"""Unit tests of lead.core.rewards: hand-worked tables, hypothesis properties, the repetition detector."""
+"""Unit tests of lead.core.rewards: hand-worked tables and hypothesis properties."""
 
 from __future__ import annotations
 
-import itertools
 import math
-import random
 import statistics
-import time
 
 import numpy as np
 import pytest
@@ -15,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lead.core.advantages import group_advantages, lead_advantages
-from lead.core.rewards import Outcome, classify_outcome, is_degenerate, lead_rewards
+from lead.core.outcomes import Outcome
+from lead.core.rewards import lead_rewards
 
 E_005 = 1.0512710963760241  # exp(+0.05): correct answer one sigma shorter than the mean
 E_M005 = 0.951229424500714  # exp(-0.05): one sigma longer
@@ -221,137 +219,3 @@ def test_bad_lengths_raise(lengths):
     n = len(lengths) if not isinstance(lengths[0], list) else 2
     with pytest.raises(ValueError):
         lead_rewards(["correct"] * n, lengths, 1)
-
-
-# --------------------------------------------------------------------------------------------------
-# is_degenerate
-# --------------------------------------------------------------------------------------------------
-def reference_aligned_count(text, max_ngram=30):
-    """Straight port of the reference code's chunked scan: best consecutive run of equal chunks."""
-    words = text.split()
-    best = 0
-    for n in range(1, max_ngram + 1):
-        segments = [tuple(words[i : i + n]) for i in range(0, len(words) - n + 1, n)]
-        count = 1
-        for a, b in itertools.pairwise(segments):
-            count = count + 1 if a == b else 1
-            best = max(best, count)
-    return best
-
-
-def brute_force_any_offset(text, max_ngram=30, min_repeats=10):
-    """By definition: some n-gram at some offset followed by min_repeats - 1 identical copies."""
-    words = text.split()
-    for n in range(1, max_ngram + 1):
-        for i in range(len(words) - n * min_repeats + 1):
-            gram = words[i : i + n]
-            if all(words[i + j * n : i + (j + 1) * n] == gram for j in range(1, min_repeats)):
-                return True
-    return False
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("wait " * 10, True),
-        ("wait " * 9, False),
-        ("a b c " * 10, True),
-        ("a b c " * 9, False),
-        ("Hmm, so " + "let me check again. " * 10 + "Done.", True),  # any offset, surrounded by text
-        ("Hmm, so " + "let me check again. " * 9 + "Done.", False),
-        ((" ".join(f"w{i}" for i in range(30)) + " ") * 10, True),  # a 30-gram is the longest checked
-        ((" ".join(f"w{i}" for i in range(30)) + " ") * 9, False),
-        ((" ".join(f"w{i}" for i in range(31)) + " ") * 10, False),  # a 31-gram is not
-        ("x" * 120, True),
-        ("x" * 119, False),
-        ("see " + "=" * 150 + " above", True),
-        ("", False),
-        ("The sum of the roots is 3, so the answer is \\boxed{3}.", False),
-        ("1 1 1 1 1 1 1 1 1 2 1", False),  # nine ones, not ten
-    ],
-)
-def test_is_degenerate_table(text, expected):
-    assert is_degenerate(text) is expected
-
-
-def test_is_degenerate_parameters():
-    assert is_degenerate("a b " * 3, min_repeats=3)
-    assert not is_degenerate("a b " * 10, max_ngram=1)
-    assert is_degenerate("abcdef", max_word_chars=6)
-
-
-def test_aligned_mode_reproduces_reference_chunking():
-    # One prefix word shifts the loop off the 3-word chunk grid: the reference counts only 9 copies.
-    text = "so " + "a b c " * 10
-    assert is_degenerate(text)
-    assert not is_degenerate(text, aligned=True)
-    assert reference_aligned_count(text) == 9
-    assert is_degenerate("a b c " * 10, aligned=True)
-
-
-@FAST
-@given(
-    st.lists(st.sampled_from(["a", "b", "c"]), max_size=60),
-    st.integers(2, 5),
-    st.integers(1, 6),
-)
-def test_detector_matches_definitions(words, min_repeats, max_ngram):
-    text = " ".join(words)
-    want = brute_force_any_offset(text, max_ngram, min_repeats)
-    assert is_degenerate(text, max_ngram=max_ngram, min_repeats=min_repeats) is want
-    want_aligned = reference_aligned_count(text, max_ngram) >= min_repeats
-    assert is_degenerate(text, max_ngram=max_ngram, min_repeats=min_repeats, aligned=True) is want_aligned
-
-
-def test_detector_is_fast_on_long_text():
-    rng = random.Random(0)
-    vocab = [f"tok{i}" for i in range(2000)] + ["the", "so", "=", "+", "x"]
-    normal = " ".join(rng.choice(vocab) for _ in range(40_000))
-    assert len(normal) > 200_000
-    loop = normal + " " + "then we get x = 2 and " * 1000
-    start = time.perf_counter()
-    assert not is_degenerate(normal)
-    assert not is_degenerate(normal, aligned=True)
-    assert is_degenerate(loop)
-    assert time.perf_counter() - start < 2.0
-
-
-# --------------------------------------------------------------------------------------------------
-# classify_outcome
-# --------------------------------------------------------------------------------------------------
-LOOP = "<think> hmm " + "wait, " * 20
-CUT = "<think> Let me compute 17 * 23 first"
-DONE = "<think> 17 * 23 = 391 </think> The answer is 391."
-
-
-@pytest.mark.parametrize(
-    ("completion", "is_correct", "kwargs", "expected"),
-    [
-        (DONE, True, {}, Outcome.CORRECT),
-        (DONE, False, {}, Outcome.WRONG),
-        (DONE, None, {}, Outcome.WRONG),  # spec table: missing answer is wrong
-        (CUT, True, {}, Outcome.UNFINISHED),  # no </think>: never correct under the faithful rule
-        (CUT, False, {}, Outcome.UNFINISHED),
-        (LOOP, None, {}, Outcome.DEGENERATE),
-        (LOOP + " </think> 5", False, {}, Outcome.WRONG),  # finished: the loop is not penalized
-        (CUT, True, {"require_think_close": False}, Outcome.CORRECT),
-        (CUT, False, {"require_think_close": False}, Outcome.WRONG),
-        (DONE, True, {"truncated": True}, Outcome.UNFINISHED),  # hit the limit: never graded
-        (LOOP + " </think>", True, {"truncated": True}, Outcome.DEGENERATE),
-        (DONE, None, {"no_answer_as_unfinished": True}, Outcome.UNFINISHED),  # reference-code behaviour
-        (LOOP + " </think>", None, {"no_answer_as_unfinished": True}, Outcome.DEGENERATE),
-        (DONE, False, {"no_answer_as_unfinished": True}, Outcome.WRONG),
-        (LOOP + " </think> 5", True, {"loops_anywhere": True}, Outcome.DEGENERATE),  # the paper's later stage
-        (DONE, True, {"loops_anywhere": True}, Outcome.CORRECT),
-        (CUT, False, {"loops_anywhere": True}, Outcome.UNFINISHED),
-    ],
-)
-def test_classify_outcome_table(completion, is_correct, kwargs, expected):
-    assert classify_outcome(completion, is_correct, **kwargs) is expected
-
-
-def test_outcome_enum_is_string_valued():
-    assert Outcome("degenerate") is Outcome.DEGENERATE
-    assert [o.value for o in Outcome] == ["correct", "wrong", "unfinished", "degenerate"]
-    with pytest.raises(ValueError):
-        Outcome("timeout")
