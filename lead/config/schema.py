@@ -651,7 +651,9 @@ class TrainParams(Section):
     dev_problems: int = Field(0, ge=0, le=1_000_000, description="problems held out for validation; 0 = none")
     eval_steps: int = Field(25, ge=1, le=10_000_000, description="validate every N steps")
     checkpoint: Literal["last", "best"] = Field(
-        "last", description="the model handed on: the last step, or the best Pass@1 on the dev split"
+        "last",
+        description="the model handed on: the last step, or the best Pass@1 on the dev split (eval_pass_at_1: "
+        "judged as evaluate judges)",
     )
     stage2: Stage2Params = Field(
         Stage2Params(),

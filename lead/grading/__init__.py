@@ -43,7 +43,13 @@ from typing import Any
 from lead.grading.extract import EXTRACTIONS, Extraction, locate
 from lead.grading.fastpaths import fast_compare, parse_number
 from lead.grading.guards import guard
-from lead.grading.normalise import canon, clean, drop_assignment
+from lead.grading.normalise import (
+    canon,
+    clean,
+    drop_assignment,
+    inequality_as_interval,
+    looks_like_interval,
+)
 from lead.grading.pool import serve_many, shutdown_worker_pool
 from lead.grading.verify import FAST, NO_ANSWER, UNPARSEABLE, VERIFIED, bounded_serve, can_use_alarm
 
@@ -157,9 +163,15 @@ def _side(text: str, extraction: Extraction) -> _Side:
 
 
 def _pair(pred: _Side, gold: _Side) -> tuple[_Side, _Side]:
-    """The forms compared: values (``x = 5`` is 5), unless the gold is itself an equation."""
+    """The forms compared: values (``x = 5`` is 5), unless the gold is itself an equation; a chained inequality
+    in one variable is read as the interval it describes when the gold is an interval (math-verify reads the
+    gold ``(-2, 3)`` as a pair, which no inequality equals)."""
     if gold.full is not None and "=" in gold.full:
         return pred.as_equation(), gold.as_equation()
+    if pred.clean is not None and gold.clean is not None and looks_like_interval(gold.clean):
+        interval = inequality_as_interval(pred.clean)
+        if interval is not None and pred.answer is not None:
+            return _Side(pred.answer, interval, f"${interval}$", interval), gold
     return pred, gold
 
 

@@ -59,6 +59,14 @@ _PHRASE_RE = re.compile(
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
 _NUMBER_LIKE = r"-?(?:\d{1,3}(?:[ ,]\d{3})+|\d+)(?:[.,]\d+)?%?|-?\.\d+%?|-?\d+/\d+"
 _PHRASE_ANSWER_RE = re.compile(rf"\s*(?:{_NUMBER_LIKE})\s*(?:[.!]\s*|$)", re.S)
+# A word answer stated in prose ("... The final answer is Tuesday.", "... is a parabola."): up to three words
+# ending the sentence, an article dropped. Taken only after a final statement ("final answer", "answer:"), never
+# after a bare "the answer is", which prose follows with verdicts as often as with answers ("... is right").
+_PHRASE_WORDS_RE = re.compile(
+    r"\s*(?:(?:a|an|the)\s+)?(?P<words>[A-Za-z][A-Za-z'-]+(?:\s+[A-Za-z][A-Za-z'-]*){0,2})\s*(?:[.!]\s*|$)",
+    re.I,
+)
+_STATED_RE = re.compile(r"final\s+answer|answer\s*(?:is\s*)?:|endg[üu]ltige|finale?\b", re.I)
 _MINERVA_RE = re.compile(
     rf"final\s+answer\s+is\s*:?\s*(?P<answer>\$\$.+?\$\$|\$[^$]+?\$|\\\(.+?\\\)|{_NUMBER_LIKE})\s*\.?\s?I\s+hope",
     re.I | re.S,
@@ -201,8 +209,9 @@ def _bare(text: str) -> str | None:
 
 
 def _phrase_answer(text: str) -> str | None:
-    """The answer right after the last final-answer phrase, when it is a math span or a number-like token
-    ending the sentence ("the final answer is $34$.", "Answer: 7,425,000"); None otherwise."""
+    """The answer right after the last final-answer phrase, when it is a math span, a number-like token or (after
+    an explicit statement) up to three words ending the sentence ("the final answer is $34$.", "Answer:
+    7,425,000", "The final answer is a parabola." -> ``parabola``); None otherwise."""
     last = None
     for last in _PHRASE_RE.finditer(text):  # noqa: B007 (the last match is wanted)
         pass
@@ -216,7 +225,10 @@ def _phrase_answer(text: str) -> str | None:
             return _unwrap(span.group(0))
         return None
     number = _PHRASE_ANSWER_RE.match(rest)
-    return number.group(0).strip().rstrip(".!").strip() if number else None
+    if number:
+        return number.group(0).strip().rstrip(".!").strip()
+    words = _PHRASE_WORDS_RE.match(rest)
+    return words.group("words") if words and _STATED_RE.search(last.group(0)) else None
 
 
 def _minerva(text: str) -> tuple[int, str] | None:

@@ -125,6 +125,46 @@ def drop_assignment(clean: str) -> str:
     return m.group("rhs").strip() if m and m.group("rhs").strip() else clean
 
 
+_LESS = r"(?P<{0}><|\\lt|\\le(?:q|qslant)?|\\leqslant|<=)"
+_MORE = r"(?P<{0}>>|\\gt|\\ge(?:q|qslant)?|\\geqslant|>=)"
+_VARIABLE = r"(?P<v>[A-Za-z](?:_\{?\w+\}?)?|\\(?:alpha|beta|gamma|theta|lambda|mu|phi|omega|varphi|vartheta))"
+_CHAIN_RES = tuple(
+    re.compile(rf"(?P<a>[^<>]+?)\s*{op.format('o1')}\s*{_VARIABLE}\s*{op.format('o2')}\s*(?P<b>[^<>]+)")
+    for op in (_LESS, _MORE)
+)
+_INTERVAL_RE = re.compile(r"[(\[][^(\[\])]*,[^(\[\])]*[)\]]")
+
+
+def looks_like_interval(clean: str) -> bool:
+    """``(a, b)``, ``[a, b)``, ...: two ends in brackets (a pair ``(a, b)`` reads so too)."""
+    return _INTERVAL_RE.fullmatch(clean.strip()) is not None
+
+
+def inequality_as_interval(clean: str) -> str | None:
+    r"""A chained inequality in one variable as interval notation, or None: ``-2 < x < \sqrt{5}`` ->
+    ``(-2, \sqrt{5})``, ``0 \le t < 1`` -> ``[0, 1)``, ``5 > x \ge 1`` -> ``[1, 5)``. Both signs must point the
+    same way; a strict one is an open end.
+
+    >>> inequality_as_interval("-2 < x < \\sqrt{5}"), inequality_as_interval("5 > y \\ge 1")
+    ('(-2, \\sqrt{5})', '[1, 5)')
+    >>> inequality_as_interval("x < 3") is None
+    True
+    """
+    for increasing, pattern in zip((True, False), _CHAIN_RES, strict=True):
+        m = pattern.fullmatch(clean.strip())
+        if not m:
+            continue
+        a, b = m.group("a").strip(), m.group("b").strip()
+        ends = [m.group("o1"), m.group("o2")]
+        if not increasing:  # b < x < a, read right to left
+            a, b, ends = b, a, ends[::-1]
+        if not a or not b:
+            return None
+        strict = [e in ("<", ">", "\\lt", "\\gt") for e in ends]
+        return ("(" if strict[0] else "[") + f"{a}, {b}" + (")" if strict[1] else "]")
+    return None
+
+
 def canon(clean: str) -> str:
     """Whitespace-free form of a cleaned answer, for exact comparisons."""
     s = re.sub(r"\s+", "", clean)

@@ -102,11 +102,17 @@ def stage1_target(params: Params) -> Target:
     )
 
 
-def reward_judge(train) -> dict[str, Any]:
-    """``rules`` and ``max_new_tokens`` of the reward that trains with ``train`` (a ``TrainParams``): a pass
-    rate is measured as the reward will measure it -- same extraction, ``</think>``, truncation and loop rules,
-    same token budget --, not as evaluation does: the keep band 0 < p < 1 is there to keep exactly the problems
-    whose groups carry a learning signal, and a completion the reward does not score correct gives none."""
+# The train keys that decide what the reward scores correct (the outcome rules and the token budget): all that
+# a calibration reads of train (dvc.yaml declares exactly these).
+JUDGE_KEYS = ("preset", "extraction", "truncation", "repetition_penalty", "max_completion_length")
+
+
+def reward_judge(train: Any) -> dict[str, Any]:
+    """``rules`` and ``max_new_tokens`` of the reward that trains with ``train`` (``TrainParams``, or anything
+    holding its :data:`JUDGE_KEYS`): a pass rate is measured as the reward will measure it -- same extraction,
+    ``</think>``, truncation and loop rules, same token budget --, not as evaluation does: the keep band
+    0 < p < 1 is there to keep exactly the problems whose groups carry a learning signal, and a completion the
+    reward does not score correct gives none."""
     from lead.training.presets import outcome_rules
 
     return {"rules": outcome_rules(train), "max_new_tokens": train.max_completion_length}

@@ -20,6 +20,7 @@ With ``train.stage2.enabled: false`` (the default) nothing is sampled: the outpu
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from lead.config import Params
@@ -51,8 +52,16 @@ def target(params: Params) -> calibrate.Target:
         low=low,
         high=high,
         inclusive=inclusive,
-        **calibrate.reward_judge(params.train.stage2_train()),  # stage 2's reward decides its pass rates
+        **calibrate.reward_judge(stage2_judge_keys(params)),  # stage 2's reward decides its pass rates
     )
+
+
+def stage2_judge_keys(params: Params) -> SimpleNamespace:
+    """Stage 2's values of the keys that decide what its reward scores correct (:data:`calibrate.JUDGE_KEYS`:
+    ``train.stage2.overrides`` over ``train``), read one by one: this stage depends on those keys only."""
+    overrides = params.train.stage2.overrides
+    train = params.train
+    return SimpleNamespace(**{key: overrides.get(key, getattr(train, key)) for key in calibrate.JUDGE_KEYS})
 
 
 def stage1_model(params: Params) -> Path:

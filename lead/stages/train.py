@@ -45,7 +45,8 @@ from lead.io.fingerprint import (
 )
 from lead.stages._common import StageError, empty_pool_message, manifest_path, resume_dir, stage_main
 
-DEV_METRIC = "eval_lead/share_correct"  # Pass@1 on the dev split, what checkpoint = best maximises
+# Pass@1 on the dev split under evaluation's rules (LEADTrainer's validation), what checkpoint = best maximises.
+DEV_METRIC = "eval_pass_at_1"
 RUN_FILE = "lead_run.json"  # in the checkpoint folder: the run's identity, MLflow run id and state
 FINAL_COPY = "final"  # in the checkpoint folder: the finished run's model (hard links to the output's files)
 
@@ -212,8 +213,8 @@ def grpo_config_kwargs(
         save_steps=t.save_steps,
         save_total_limit=2,  # the best checkpoint is kept on top of these when checkpoint = best
         logging_steps=t.logging_steps,
-        # Validation: TRL samples the dev prompts like training ones; LEADTrainer logs eval_lead/share_correct
-        # (Pass@1 at the training temperature) and eval_lead/length_mean.
+        # Validation: TRL samples the dev prompts like training ones; LEADTrainer logs eval_pass_at_1 (Pass@1
+        # as evaluation judges it, at the training temperature) and eval_lead/length_mean.
         eval_strategy="steps" if t.dev_problems else "no",
         eval_steps=t.eval_steps,
         per_device_eval_batch_size=batch.eval_per_device,
@@ -583,10 +584,14 @@ def train_phase(
 
 
 def _distributed_state():
-    """accelerate's view of the processes (one, unless launched with `accelerate launch`)."""
+    """accelerate's view of the processes (one, unless launched with `accelerate launch`). Built as the trainer's
+    Accelerator builds it (GRPOConfig.use_cpu without CUDA): the first PartialState fixes the shared state, and a
+    default one on a machine without CUDA sees a single process in each of a CPU launch's processes, so that every
+    one of them would think itself the main one (two MLflow runs, two writers of each file)."""
+    import torch
     from accelerate import PartialState
 
-    return PartialState()
+    return PartialState(cpu=not torch.cuda.is_available())
 
 
 def _save(trainer, tokenizer, final: Path, *, lora: bool, state) -> None:

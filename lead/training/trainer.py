@@ -16,6 +16,11 @@ TRL 1.16 has no advantage hook, so two private methods are overridden (a contrac
   the next log), and record LEAD's own metrics (reward by outcome, lengths of correct and incorrect answers,
   ρ, weights, dropped groups) and the grader's (``grader/timeouts``, ``grader/unparseable``, ...).
 
+Validation (a dev split held out of the pool) samples the dev prompts as TRL samples training ones and scores
+them twice: with the reward (``eval_lead/*``, ``eval_reward``) and as evaluation judges them
+(``eval_pass_at_1``, ``eval_answered``: :data:`lead.core.outcomes.EVALUATION`, the rules of the Pass@1 users read
+in ``metrics.json`` and the registry), which is what ``train.checkpoint: best`` maximises.
+
 Everything numeric lives in the pure modules; this file is glue.
 """
 
@@ -30,7 +35,7 @@ import torch
 from trl import GRPOTrainer
 
 from lead.core.advantages import lead_advantages, lead_metrics
-from lead.core.outcomes import OUTCOMES, Outcome, judge
+from lead.core.outcomes import ANSWERED, EVALUATION, OUTCOMES, Outcome, judge
 from lead.core.rewards import lead_rewards
 from lead.grading import GradeStats
 from lead.training.presets import LeadSettings
@@ -134,6 +139,8 @@ class LEADTrainer(GRPOTrainer):
         lengths = torch.tensor([len(ids) for ids in completion_ids_list], device=device, dtype=torch.float32)
         cut = torch.tensor(truncated, device=device)
         # Group shaping needs whole groups: gather from every process (TRL keeps groups contiguous in order).
+        if not self.model.training:  # validation: the users' metric too (module docstring)
+            self._dev_metrics(texts, golds, truncated)
         codes, lengths, cut = (self.accelerator.gather(t).cpu().numpy() for t in (codes, lengths, cut))
         # Every process sees the same sums, so all of them stop together on a failing grader (no one waits).
         grader = grader_metrics(self.accelerator.reduce(counts, reduction="sum").cpu().numpy())
@@ -153,6 +160,20 @@ class LEADTrainer(GRPOTrainer):
         self._lead_batch = {"codes": codes, "lengths": lengths, "rewards": rewards, "truncated": cut}
         self._lead_grader = grader
         return torch.tensor(rewards, dtype=torch.float32, device=device).unsqueeze(1)
+
+    def _dev_metrics(self, texts: list[str], golds: list[str], truncated: list[bool]) -> None:
+        """Validation batches are also judged as ``evaluate`` judges (:data:`lead.core.outcomes.EVALUATION`):
+        ``eval_pass_at_1`` (the verdict on each answer as written, the Pass@1 of ``metrics.json``) is what
+        ``checkpoint: best`` maximises, and ``eval_answered`` beside it; summed over the processes."""
+        judged, _ = judge(texts, golds, truncated, EVALUATION)
+        sums = torch.tensor(
+            [len(judged), sum(j.correct for j in judged), sum(j.outcome in ANSWERED for j in judged)],
+            device=self.accelerator.device,
+            dtype=torch.long,
+        )
+        total, correct, answered = self.accelerator.reduce(sums, reduction="sum").tolist()
+        self._metrics["eval"]["pass_at_1"].append(correct / max(total, 1))
+        self._metrics["eval"]["answered"].append(answered / max(total, 1))
 
     # -- TRL seam 2: replace the advantages -------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs):

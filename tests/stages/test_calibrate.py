@@ -483,3 +483,17 @@ def test_cli_has_a_calibrate_command_in_pipeline_order():
     assert STAGES[: STAGES.index("calibrate") + 1][-2:] == ("warmstart", "calibrate")
     result = CliRunner().invoke(app, ["calibrate", "--help"])
     assert result.exit_code == 0 and "--set" in result.output
+
+
+def test_stage2_is_calibrated_with_stage2s_reward_rules_and_budget(params: Params):
+    from lead.stages import calibrate_stage2
+
+    params.train.stage2.overrides = {
+        "repetition_penalty": -1.5,
+        "truncation": "graded",
+        "max_completion_length": 6,
+    }
+    judged = calibrate.reward_judge(calibrate_stage2.stage2_judge_keys(params))
+    assert judged == calibrate.reward_judge(params.train.stage2_train())
+    assert judged["rules"].loops == "anywhere" and judged["rules"].truncation == "graded"
+    assert judged["max_new_tokens"] == 6

@@ -134,7 +134,8 @@ def test_calibrate_through_the_server_extends_an_in_process_cache(server, small_
     url, _ = server
     shutil.copytree(tiny_model[0], small_params.paths.models / "warmstart")
     cfg = small_params.calibrate
-    cfg.backend, cfg.samples, cfg.max_new_tokens, cfg.chunk_size = "vllm", 4, 24, 4
+    cfg.backend, cfg.samples, cfg.chunk_size = "vllm", 4, 4
+    small_params.train.max_completion_length = 24  # the reward's budget, calibration's too
     small_params.model.dtype = "float32"
     pool = pd.DataFrame(proxy_records(generate_problems(11, split="train", seed=0, max_ops=3)))
     small_params.paths.curated.mkdir(parents=True, exist_ok=True)

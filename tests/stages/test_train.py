@@ -88,7 +88,11 @@ def test_validation_on_a_held_out_dev_split_hands_on_the_best_checkpoint(rl_para
     kept = load_file(train.checkpoint_dir(rl_params) / summary["handed_on"] / "model.safetensors")
     assert all((handed[k] == kept[k]).all() for k in kept)
     mlflow.set_tracking_uri(rl_params.tracking.uri)
-    assert "eval_lead/share_correct" in mlflow.get_run(summary["mlflow_run_id"]).data.metrics
+    metrics = mlflow.get_run(summary["mlflow_run_id"]).data.metrics
+    assert "eval_lead/share_correct" in metrics  # the reward's view, for the curves
+    assert (
+        0.0 <= metrics["eval_pass_at_1"] <= 1.0 and "eval_answered" in metrics
+    )  # evaluation's, what best picks
 
 
 def test_curriculum_stage2_recalibrates_with_the_stage1_model_and_continues_from_it(rl_params):
@@ -155,22 +159,46 @@ def test_lora_trains_adapters_only_and_saves_a_merged_plain_model(rl_params):
 
 
 def test_two_processes_under_accelerate_launch_share_groups_one_run_one_model(rl_params, tmp_path):
-    """What a multi-GPU launch does, on CPU: 2 processes (gloo), a group of 8 split 4 + 4 across them."""
+    """What a multi-GPU launch does, on CPU: 2 processes (gloo), a group of 8 split 4 + 4 across them; each
+    process trains on its slice of lead_advantages computed on the gathered batch."""
     import subprocess
     import sys
     from pathlib import Path
 
     import yaml
 
+    from lead.training.presets import resolve
+
     t = rl_params.train
     t.num_generations, t.batch_size, t.max_steps = 8, 8, 2
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(rl_params.model_dump(mode="json", by_alias=True)))
+    # The launched script: the train stage, with every process writing down, per step, the gathered rewards it
+    # computed its advantages from and the advantages it trains on.
+    spied = tmp_path / "spied"
+    spied.mkdir()
+    script = tmp_path / "spy_train.py"
+    script.write_text(
+        "import json, sys\n"
+        "from lead.training import trainer as seam\n"
+        "original = seam.LEADTrainer._generate_and_score_completions\n"
+        "def spy(self, inputs):\n"
+        "    out = original(self, inputs)\n"
+        "    record = {'rewards': self._lead_batch['rewards'].tolist(), 'advantages': out['advantages'].tolist()}\n"
+        f"    name = f'{spied}/{{self.accelerator.process_index}}-{{self.state.global_step}}.json'\n"
+        "    open(name, 'w').write(json.dumps(record))\n"
+        "    return out\n"
+        "seam.LEADTrainer._generate_and_score_completions = spy\n"
+        "from lead.stages.train import main\n"
+        "main(sys.argv[1:])\n"
+    )
     launcher = Path(sys.executable).with_name("accelerate")
+    # --multi_gpu picks accelerate's distributed launcher (torch.distributed.run); without CUDA each process
+    # runs on the CPU with gloo. (`--cpu` alone starts a single process, whatever --num_processes says.)
     cmd = [
         launcher,
         "launch",
-        "--cpu",
+        "--multi_gpu",
         "--num_processes",
         "2",
         "--num_machines",
@@ -178,7 +206,7 @@ def test_two_processes_under_accelerate_launch_share_groups_one_run_one_model(rl
         "--mixed_precision",
         "no",
     ]
-    cmd += ["--dynamo_backend", "no", "-m", "lead.stages.train", "--params", str(path)]
+    cmd += ["--dynamo_backend", "no", str(script), "--params", str(path)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((rl_params.paths.reports / "train.json").read_text())
@@ -191,6 +219,22 @@ def test_two_processes_under_accelerate_launch_share_groups_one_run_one_model(rl
     )
     assert [r.info.run_id for r in runs] == [summary["mlflow_run_id"]]  # one run, from the main process
     assert runs[0].data.metrics["lead/share_correct"] >= 0.0
+    s = resolve(t).lead
+    for step in (0, 1):
+        first, second = (json.loads((spied / f"{p}-{step}.json").read_text()) for p in (0, 1))
+        assert first["rewards"] == second["rewards"] and len(first["rewards"]) == 8  # the gathered batch
+        expected = lead_advantages(
+            first["rewards"],
+            8,
+            reweight=s.reweight,
+            drop_uninformative=s.drop_uninformative,
+            scale_by_std=s.scale_by_std,
+        )
+        trained = (
+            first["advantages"] + second["advantages"]
+        )  # process 0 holds the first 4, process 1 the rest
+        assert len(first["advantages"]) == len(second["advantages"]) == 4
+        np.testing.assert_allclose(trained, expected, rtol=1e-6, atol=1e-6)
 
 
 def test_a_crash_marks_the_mlflow_run_failed(rl_params, monkeypatch):

@@ -113,7 +113,16 @@ TABLE: list[tuple[str, str, bool, bool, str]] = [
     # ---- not equivalent ----
     (r"(\frac{\pi}{2}, 3)", r"\left( 3, \frac{\pi}{2} \right)", False, True, "a tuple is ordered"),
     ("(1,-2)", "(-2,1)", False, True, "an ordered pair is ordered"),
-    ("-2<x<1", "(-2,1)", False, False, "an ordered pair is not an interval (gold has no [ ] or infinity)"),
+    (
+        "-2<x<1",
+        "(-2,1)",
+        True,
+        False,
+        "a chained inequality in one variable is the open interval of its gold",
+    ),
+    ("-2 \\le x<1", "(-2,1)", False, False, "... and a half-closed one is not the open interval"),
+    ("-2 \\le x \\le 1", "(-2,1)", False, False, "... nor a closed one"),
+    ("1 > y > -2", "(-2,1)", True, False, "... read right to left, in any variable"),
     ("Bob", r"\text{Evelyn}", False, True, "different word"),
     ("nylevE", r"\text{Evelyn}", False, False, "sympy alone would call this a product of the same symbols"),
     ("D", r"\text{(C)}", False, True, "other choice"),
@@ -181,7 +190,15 @@ GAPS: list[tuple[str, str, bool, bool, str]] = [
     ("3,5", "3.5", False, False, "3,5 is a list, not a decimal comma (a grouping reads it so too)"),
     ("0.33", r"\frac{1}{3}", False, True, "an approximation is not the value"),
     ("0.3333333", r"\frac{1}{3}", False, True, "7 digits: still an approximation (math-verify rounds to 6)"),
-    (r"-\sqrt{3} < x < \sqrt{3}", r"(-\sqrt{3}, \sqrt{3})", False, False, "an open pair gold may be a point"),
+    (
+        r"-\sqrt{3} < x < \sqrt{3}",
+        r"(-\sqrt{3}, \sqrt{3})",
+        True,
+        False,
+        "an open-interval gold, as an inequality",
+    ),
+    (r"-\sqrt{3} < x < \sqrt{2}", r"(-\sqrt{3}, \sqrt{3})", False, False, "... with another end"),
+    ("-2<x<1", "(-2,1]", False, False, "an open interval is not a half-open gold"),
 ]
 
 
@@ -209,6 +226,31 @@ def _real_golds() -> set[str]:
         with open(DATA / name / "test.jsonl") as fh:
             golds.update(str(json.loads(line)["answer"]) for line in fh if line.strip())
     return golds
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold", "expected"),
+    [
+        # A word answer stated in prose after a final-answer phrase, without a box, for a \text{} gold.
+        ("Counting days from Monday. The final answer is Tuesday.", r"\text{tuesday}", True),
+        ("So the curve is a parabola. The final answer is a parabola.", r"\text{parabola}", True),
+        ("The answer is: The Parabola", r"\text{parabola}", True),
+        ("The final answer is Wednesday.", r"\text{tuesday}", False),  # a wrong name
+        ("The final answer is an ellipse.", r"\text{parabola}", False),
+        (
+            "I am not sure the answer is right.",
+            r"\text{right}",
+            False,
+        ),  # "answer is" + a verdict, not an answer
+        # A chained inequality in one variable, inside a box, for an open-interval gold.
+        (r"Thus \boxed{-2 < x < \sqrt{5}}.", r"(-2, \sqrt{5})", True),
+        (r"Thus \boxed{\sqrt{5} > t > -2}.", r"(-2, \sqrt{5})", True),
+        (r"Thus \boxed{-2 \le x \le \sqrt{5}}.", r"(-2, \sqrt{5})", False),  # a closed interval
+        (r"Thus \boxed{-2 < x < \sqrt{6}}.", r"(-2, \sqrt{5})", False),
+    ],
+)
+def test_word_answers_in_prose_and_inequalities_for_open_intervals(completion, gold, expected) -> None:
+    assert grade(completion, gold) is expected
 
 
 def test_table_golds_are_real() -> None:
