@@ -37,7 +37,10 @@ def main(
     if verbose:  # read when vLLM is imported, which no command has done yet
         import os
 
+        from lead.stages._common import VERBOSE_ENV
+
         os.environ["VLLM_LOGGING_LEVEL"] = "INFO"
+        os.environ[VERBOSE_ENV] = "1"  # and errors keep their traceback (here and in the stages it starts)
 
 
 ParamsOpt = Annotated[Path, typer.Option("--params", "-p", help="Params file.")]
@@ -131,6 +134,7 @@ def params(
         return
     resolved = _params(path, overrides)
     _check_train_settings(resolved)
+    _check_sources(resolved)
     if as_dvc_args:
         if not overrides:
             raise typer.BadParameter("--as-dvc-args prints the overrides of --recipe and --set: give one")
@@ -158,6 +162,16 @@ def _check_train_settings(resolved: Params) -> None:
     except ParamsError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
+
+
+def _check_sources(resolved: Params) -> None:
+    """Every local file named in curate.sources exists (exit 2 with one line per missing one)."""
+    from lead.io.sources import missing_sources
+
+    missing = missing_sources(resolved.curate.sources, resolved.paths.raw)
+    if missing:
+        console.print(f"[bold red]error:[/] {escape(chr(10).join(missing))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
 
 
 _MISSING = object()
@@ -327,20 +341,31 @@ def serve(
     recipe: RecipeOpt = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    insecure: Annotated[
+        bool,
+        typer.Option(help="Serve on a non-loopback host without LEAD_SERVE_API_KEY (warned, not refused)."),
+    ] = False,
 ) -> None:
     """Serve the model that calibrate samples (vLLM's OpenAI-compatible server) until stopped; then
     `-S calibrate.server=http://HOST:PORT` calibrates without starting an engine per run.
 
     The model is served under its content fingerprint and dtype, so calibrate refuses a server whose model has
-    changed since (restart this after `lead warmstart`). Arguments after `--` go to vLLM's server unchanged,
+    changed since (restart this after `lead warmstart`). A host other than loopback needs LEAD_SERVE_API_KEY
+    (or --insecure). Arguments after `--` go to vLLM's server unchanged,
     e.g. `lead serve -- --tensor-parallel-size 2 --gpu-memory-utilization 0.8`.
     """
     import os
 
     from lead.io.fingerprint import model_fingerprint
-    from lead.io.sampling import serve_command, served_model_name
+    from lead.io.sampling import exposure_refusal, serve_command, served_model_name
     from lead.stages import calibrate as stage
 
+    refusal, warning = exposure_refusal(host, insecure=insecure)
+    if refusal:
+        console.print(f"[bold red]error:[/] {refusal}", highlight=False)
+        raise typer.Exit(2)
+    if warning:
+        console.print(f"[bold yellow]warning:[/] {warning}", highlight=False)
     cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
     model = stage.model_path(cfg)
     name = served_model_name(model_fingerprint(model), cfg.model.dtype)
@@ -586,17 +611,21 @@ def pipeline(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None
 
 
 def run_app() -> None:
-    """The ``lead`` command: the app, with the project's own errors (bad params, a stage that cannot go on)
-    printed as one message and an exit status (2, 1) instead of a traceback."""
-    from lead.stages._common import StageError
+    """The ``lead`` command: the app, with the errors a user can fix (bad params; a stage that cannot go on, a bad
+    source, a stale input, a full disk: :func:`lead.stages._common.user_error`) printed as one message and an exit
+    status (2, 1) instead of a traceback (``lead -v``: with it)."""
+    from lead.stages._common import user_error, verbose
 
     try:
         app()
     except ParamsError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise SystemExit(2) from None
-    except StageError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+    except Exception as exc:
+        message = user_error(exc)
+        if message is None or verbose():
+            raise
+        console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
         raise SystemExit(1) from None
 
 

@@ -207,4 +207,35 @@ def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS, overrides: list[s
     # A top level that is not a mapping takes no overrides: parse_params names the problem.
     if overrides and isinstance(data, dict | None):
         data = apply_overrides(data or {}, overrides)
-    return parse_params(data, str(path))
+    params = parse_params(data, str(path))
+    outside = outside_workspace((data or {}).get("paths") or {}, path.resolve().parent)
+    if outside:
+        raise ParamsError("\n".join(f"{path}: {line}" for line in outside))
+    return params
+
+
+# The paths stages write to: they stay inside the workspace (the folder of params.yaml) unless allowed.
+WRITTEN_PATHS = ("curated", "models", "reports", "resume")
+ALLOW_EXTERNAL_ENV = "LEAD_ALLOW_EXTERNAL_PATHS"
+
+
+def outside_workspace(paths: Mapping[str, Any], workspace: Path) -> list[str]:
+    """One line per ``paths.*`` key that stages write to (:data:`WRITTEN_PATHS`) whose value resolves -- symlinks
+    followed -- outside ``workspace``; none when :data:`ALLOW_EXTERNAL_ENV` is ``1`` (a shared location on
+    purpose: the ``lead`` CLI and the flows write there; ``dvc repro`` refuses outputs outside the repository).
+    Checked when params are read, so a bad path stops every way in before anything is written."""
+    if os.environ.get(ALLOW_EXTERNAL_ENV) == "1":
+        return []
+    root = workspace.resolve()
+    lines = []
+    for key in WRITTEN_PATHS:
+        value = paths.get(key)
+        if not isinstance(value, str) or not value:
+            continue
+        where = (root / value).resolve()
+        if where != root and root not in where.parents:
+            lines.append(
+                f"paths.{key} = {value!r} resolves to {where}, outside the workspace {root}: stages write there; "
+                f"keep it inside (or set {ALLOW_EXTERNAL_ENV}=1 for a shared location, which dvc repro refuses)"
+            )
+    return lines

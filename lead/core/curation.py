@@ -275,8 +275,13 @@ def _answer_text(value: Any) -> str | None:
             return None
         return str(int(value)) if value.is_integer() else repr(value)
     if isinstance(value, str):
-        return value.strip() or None
+        text = value.strip()
+        # A missing value written out as text by pandas, numpy or a JSON dump is no answer.
+        return None if text.lower() in _MISSING_TEXT else text or None
     return None  # lists (Minerva-style multi-answers), dicts: no single gold
+
+
+_MISSING_TEXT = frozenset({"none", "nan", "null", "n/a", "na", "<na>"})
 
 
 # --------------------------------------------------------------------------------------------------

@@ -28,12 +28,11 @@ nothing). A torn last line from a crash is skipped and removed by the compaction
 run. The file is no DVC output (resume state, :func:`lead.stages._common.resume_dir`): ``dvc repro`` never
 deletes it, ``dvc push`` never carries it, and a clone without it samples again what it needs.
 
-Seeds: chunk j is sampled with seed = first 8 hex digits of sha256(calibrate.seed, its problems' hashes), a
-function of the chunk's content only. A resumed run re-forms exactly the chunks the interrupted one would
-have sampled, so (with a deterministic backend) it ends with the same numbers as an uninterrupted run, and
-no two chunks share a random stream (one fixed seed per chunk would correlate the i-th problems of every
-chunk). ``chunk_size`` is therefore an execution knob, not part of the cache key: any chunking gives valid
-draws at the same settings.
+Seeds: every prompt is sampled with its own seed, sha256(``calibrate.seed``, its user message)
+(:func:`lead.io.sampling.prompt_seed`, what both samplers and the server do), so a problem's samples depend on
+the problem and the settings only: a resumed run, or a problem resampled alone after its cache line was torn,
+ends with the same numbers as an uninterrupted run (with a deterministic backend), and no two problems share a
+random stream. ``chunk_size`` is therefore an execution knob, not part of the cache key.
 
 The key of existing caches must not change for the same inputs (every cached result would be sampled again):
 ``tests/unit/test_calibration_cache.py`` pins it.
@@ -70,8 +69,8 @@ def problem_key(problem: str, answer: str) -> str:
 
 def sampling_spec(params: Params, seed: int, max_new_tokens: int) -> sampling.SamplingSpec:
     """The sampling of a calibration (``calibrate.samples``, ``temperature``; the reward's token budget
-    ``max_new_tokens``) with ``seed``. Both the settings key (with ``calibrate.seed``) and the sampling loop
-    (with each chunk's :func:`chunk_seed`) build it here, so that the key describes what is sampled."""
+    ``max_new_tokens``) with ``seed`` (``calibrate.seed``; each prompt's own seed derives from it). Both the
+    settings key and the sampling loop build it here, so that the key describes what is sampled."""
     cfg = params.calibrate
     return sampling.SamplingSpec(
         n=cfg.samples, temperature=cfg.temperature, max_new_tokens=max_new_tokens, seed=seed
@@ -91,7 +90,7 @@ def settings(
         "dtype": params.model.dtype,
         "prompt_suffix": params.model.prompt_suffix,
         "sampling": spec,
-        "seed_rule": sampling.SEED_RULE,
+        "seed_rule": f"per problem: {sampling.SEED_RULE}",
         # A verdict depends on the grader and the outcome rule: any edit of either re-judges (conservative,
         # never stale).
         "grader": code_fingerprint(["lead.grading", "lead.core.outcomes"]),
@@ -102,11 +101,6 @@ def settings(
 def settings_key(values: dict[str, Any]) -> str:
     """The settings hash: sha256 of ``values`` as JSON with sorted keys."""
     return sha256_text(json.dumps(values, sort_keys=True))
-
-
-def chunk_seed(seed: int, problem_keys: list[str]) -> int:
-    """The chunk's sampling seed: the first 32 bits of sha256(seed, its problem keys in order)."""
-    return int(sha256_text(f"{seed}:" + ",".join(problem_keys))[:8], 16)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -127,10 +121,12 @@ class CalibrationCache:
             self._load()
 
     def _load(self) -> None:
-        with self.path.open(encoding="utf-8") as fh:
+        # Bytes, decoded line by line: a damaged byte (a flipped bit, a torn multi-byte character) costs its
+        # line, which is dropped and sampled again, never the file.
+        with self.path.open("rb") as fh:
             for line in fh:
                 try:
-                    row = json.loads(line)
+                    row = json.loads(line.decode("utf-8"))
                     if row["kind"] == "settings":
                         self.described[row["settings"]] = row
                     elif row["kind"] == "result" and len(row["correct"]) == len(row["lengths"]) > 0:
@@ -139,7 +135,12 @@ class CalibrationCache:
                         self.results[key] = row
                     else:
                         raise ValueError("unknown or malformed line")
-                except (ValueError, KeyError, TypeError):  # a torn last line after a crash, or a bad edit
+                except (
+                    ValueError,
+                    KeyError,
+                    TypeError,
+                ):  # a torn or damaged line, or a bad edit (UnicodeDecodeError
+                    # is a ValueError)
                     self.bad_lines += 1
         if self.bad_lines:
             logger.warning("%s: skipped %d unreadable line(s)", self.path, self.bad_lines)

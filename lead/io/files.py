@@ -7,6 +7,7 @@ run never leaves a half-written file that DVC or the next stage would take for a
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import hashlib
 import json
@@ -54,12 +55,36 @@ def remove_abandoned(target: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class DiskFull(OSError):
+    """A write ran out of space: the message names what was being written and how much room is left there."""
+
+
+def _no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` is a full disk (or quota), however the library that wrote reported it."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "No space left on device" in str(exc) or "[errno 28]" in str(exc).lower()
+
+
+def disk_full(target: Path, exc: BaseException) -> DiskFull:
+    """The :class:`DiskFull` for a failed write of ``target``."""
+    where = next((p for p in (target, *target.parents) if p.exists()), Path("."))
+    free = shutil.disk_usage(where).free
+    error = DiskFull(
+        f"{target}: no space left on the device while writing it ({free / 2**20:.0f} MiB free there); "
+        "free some space and run again (the previous outputs are untouched)"
+    )
+    error.errno = errno.ENOSPC  # set after: given to the constructor, it would prefix the message
+    return error
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``target``; on success move it into place (file or folder).
 
     The temporary folder is named after this host and process (``.<name>.<host>-<pid>.*``) so that a later
-    writer can tell the leftovers of a killed one from the work of a live one, and removes them."""
+    writer can tell the leftovers of a killed one from the work of a live one, and removes them. A full disk
+    while writing is a :class:`DiskFull` naming ``target`` (the previous ``target`` stays as it was)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_abandoned(target)
@@ -69,6 +94,10 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
         os.replace(tmp, target)
+    except Exception as exc:
+        if _no_space(exc) and not isinstance(exc, DiskFull):
+            raise disk_full(target, exc) from exc
+        raise
     finally:
         shutil.rmtree(tmp.parent, ignore_errors=True)
 

@@ -95,16 +95,17 @@ def vllm_available() -> bool:
 
 
 class TransformersSampler:
-    """Batched ``model.generate`` with left padding; deterministic for a given ``spec.seed``."""
+    """``model.generate``, one prompt at a time with its own seed (:func:`prompt_seed`): a prompt's completions
+    depend on its text and ``spec.seed`` only -- not on which other prompts share the call, nor on padding --, as
+    vLLM's per-request seeds make them. (Batching prompts would share one random stream across them: a problem
+    resampled alone would draw other samples.)"""
 
-    def __init__(self, model_path: str | Path, *, batch_prompts: int = 32, dtype: str = "float32") -> None:
+    def __init__(self, model_path: str | Path, *, dtype: str = "float32") -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-        self.tokenizer.padding_side = "left"
         self.model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=getattr(torch, dtype)).eval()
-        self.batch_prompts = batch_prompts
 
     def close(self) -> None:
         """Nothing to stop: the model is freed with the sampler."""
@@ -114,14 +115,14 @@ class TransformersSampler:
     ) -> list[list[Completion]]:
         import torch
 
-        torch.manual_seed(spec.seed)
-        prompts = [render_prompt(self.tokenizer, m) for m in messages]
         eos = self.tokenizer.eos_token_id
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
         out: list[list[Completion]] = []
-        for start in range(0, len(prompts), self.batch_prompts):
-            chunk = prompts[start : start + self.batch_prompts]
-            enc = self.tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
+        for message in messages:
+            torch.manual_seed(prompt_seed(spec.seed, message))
+            enc = self.tokenizer(
+                render_prompt(self.tokenizer, message), return_tensors="pt", add_special_tokens=False
+            )
             with torch.no_grad():
                 generated = self.model.generate(
                     **enc,
@@ -135,17 +136,15 @@ class TransformersSampler:
                     pad_token_id=pad,
                     eos_token_id=eos,
                 )
-            new_tokens = generated[:, enc["input_ids"].shape[1] :].tolist()
-            for i in range(len(chunk)):
-                group = []
-                for ids in new_tokens[i * spec.n : (i + 1) * spec.n]:
-                    finished = eos in ids
-                    ids = ids[: ids.index(eos) + 1] if finished else ids
-                    text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                    group.append(Completion(text=text, num_tokens=len(ids), finished=finished))
-                out.append(group)
+            group = []
+            for ids in generated[:, enc["input_ids"].shape[1] :].tolist():
+                finished = eos in ids
+                ids = ids[: ids.index(eos) + 1] if finished else ids
+                text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                group.append(Completion(text=text, num_tokens=len(ids), finished=finished))
+            out.append(group)
             if progress:
-                progress(len(chunk))
+                progress(1)
         return out
 
 
@@ -392,6 +391,33 @@ def served_model_name(fingerprint: str, dtype: str) -> str:
     """The name a generation server serves a model under: the model's content fingerprint and vLLM dtype, so
     that a client can tell that the server holds exactly the weights and precision it means to sample."""
     return f"{fingerprint}#{vllm_dtype(dtype)}"
+
+
+def exposure_refusal(host: str, *, insecure: bool = False) -> tuple[str | None, str | None]:
+    """(refusal, warning) for serving on ``host``: a server reachable from other machines (not loopback) must
+    require :data:`API_KEY_ENV` -- anyone who reaches it could otherwise generate with the model --, unless the
+    caller insists (``insecure``), which is a warning instead.
+
+    >>> exposure_refusal("127.0.0.1"), exposure_refusal("localhost")
+    ((None, None), (None, None))
+    >>> exposure_refusal("0.0.0.0")[0].split(":")[0]
+    'refusing to serve on 0.0.0.0 without LEAD_SERVE_API_KEY'
+    """
+    import ipaddress
+
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if loopback or os.environ.get(API_KEY_ENV):
+        return None, None
+    problem = (
+        f"refusing to serve on {host} without {API_KEY_ENV}: any machine that reaches it could generate with "
+        f"the model; set {API_KEY_ENV} (clients send it too), serve on 127.0.0.1, or pass --insecure"
+    )
+    if insecure:
+        return None, f"serving on {host} without {API_KEY_ENV} (--insecure): anyone who reaches it can use it"
+    return problem, None
 
 
 def serve_command(

@@ -56,15 +56,20 @@ def resolve(path: str, raw: Path) -> Path | str:
     return path
 
 
+def _no_rows(path: Path) -> SourceError:
+    return SourceError(f"{path}: holds no problems (an empty file?); fix it or remove it from curate.sources")
+
+
 def read_jsonl(path: Path) -> Rows:
-    """Rows of a JSON Lines file; blank lines are skipped, a line that does not parse becomes Malformed."""
+    """Rows of a JSON Lines file; blank lines are skipped, a line that does not parse becomes Malformed; a
+    UTF-8 byte order mark at the start is not part of the first row."""
     rows: Rows = []
     for number, raw_line in enumerate(path.read_bytes().splitlines(), start=1):
         if not raw_line.strip():
             continue
         origin = f"{path.name}:{number}"
         try:
-            text = raw_line.decode("utf-8")
+            text = raw_line.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as exc:
             rows.append((origin, Malformed(raw_line.decode("utf-8", "replace"), f"not UTF-8: {exc.reason}")))
             continue
@@ -72,7 +77,9 @@ def read_jsonl(path: Path) -> Rows:
             rows.append((origin, json.loads(text)))
         except json.JSONDecodeError as exc:
             rows.append((origin, Malformed(text, f"invalid JSON: {exc.msg} at column {exc.colno}")))
-    if rows and all(isinstance(r, Malformed) for _, r in rows):
+    if not rows:
+        raise _no_rows(path)
+    if all(isinstance(r, Malformed) for _, r in rows):
         raise SourceError(f"{path}: no line is valid JSON (is it a JSON Lines file?)")
     return rows
 
@@ -80,13 +87,15 @@ def read_jsonl(path: Path) -> Rows:
 def read_json(path: Path) -> Rows:
     """Rows of a file holding one JSON array (falls back to JSON Lines, which ``datasets`` also accepts)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError as exc:
         raise SourceError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError:
         return read_jsonl(path)
     if not isinstance(data, list):
         raise SourceError(f"{path}: expected a JSON array of problems, got a JSON {type(data).__name__}")
+    if not data:
+        raise _no_rows(path)
     return [(f"{path.name}#{i}", row) for i, row in enumerate(data)]
 
 
@@ -97,6 +106,8 @@ def read_parquet(path: Path) -> Rows:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises several types for a damaged or non-Parquet file
         raise SourceError(f"{path}: not a readable Parquet file ({exc})") from None
+    if not table.num_rows:
+        raise _no_rows(path)
     return [(f"{path.name}#{i}", row) for i, row in enumerate(table.to_pylist())]
 
 
@@ -110,6 +121,20 @@ def read_dataset(name: str, config: str | None, split: str) -> Rows:
         hint = "" if Path(name).exists() else " (hub downloads need HF_DATASETS_OFFLINE=0 and network)"
         raise SourceError(f"{name}: cannot load dataset{hint}: {type(exc).__name__}: {exc}") from None
     return [(f"{name}[{split}]#{i}", row) for i, row in enumerate(data)]
+
+
+def missing_sources(sources: list[Any], raw: Path) -> list[str]:
+    """One line per ``curate.sources`` entry whose local file does not exist (checked with the params, before
+    any stage runs; hub ids are left to the stage, which needs the network or a cache to know)."""
+    lines = []
+    for i, source in enumerate(sources):
+        if source.path == "proxy":
+            continue
+        target = resolve(source.path, raw)
+        if isinstance(target, Path) and not target.exists():
+            builtin = f" (built-in source {source.path!r})" if source.path in BUILTIN else ""
+            lines.append(f"curate.sources[{i}].path = {source.path!r}: {target}{builtin}: no such file")
+    return lines
 
 
 def read_rows(path: str, raw: Path, *, split: str = "train", config: str | None = None) -> tuple[str, Rows]:

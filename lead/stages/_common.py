@@ -68,7 +68,8 @@ def stage_main(
 ) -> None:
     """Parse ``--params``, ``--recipe FILE`` and ``-S key=value`` overrides (the recipe's first), validate,
     then ``run``. Bad params exit 2 -- also when ``run`` finds them (a check that needs a library the params
-    loader does not import) --, a :class:`StageError` exits 1; both print their message without a traceback.
+    loader does not import) --, an error the user can fix (:func:`user_error`: a :class:`StageError`, a bad source,
+    a stale input, a full disk) exits 1; both print one line without a traceback (``LEAD_VERBOSE=1``: with it).
     ``arguments`` adds a stage's own options (one cell of the ablation: ``--variant``, ``--seed``); their values
     reach ``run`` as keyword arguments.
 
@@ -104,11 +105,36 @@ def stage_main(
                 file=sys.stderr,
             )
         raise SystemExit(2) from None
-    except StageError as exc:
-        print(f"error: {name}: {exc}", file=sys.stderr)
+    except Exception as exc:
+        message = user_error(exc)
+        if message is None or verbose():
+            raise
+        print(f"error: {name}: {message}", file=sys.stderr)
         raise SystemExit(1) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+VERBOSE_ENV = "LEAD_VERBOSE"  # `lead -v` sets it: errors a user can fix show their traceback too
+
+
+def verbose() -> bool:
+    return os.environ.get(VERBOSE_ENV) == "1"
+
+
+def user_error(exc: BaseException) -> str | None:
+    """The message of an error the user caused and can fix -- a stage that cannot go on (:class:`StageError`), a
+    source that cannot be read, an input another run changed, a missing input the code names, a full disk --,
+    printed as one line without a traceback; None for anything else (a bug, whose traceback is the message)."""
+    from lead.io.files import DiskFull
+    from lead.io.fingerprint import StaleOutputError
+    from lead.io.sources import SourceError
+
+    if isinstance(exc, StageError | SourceError | StaleOutputError | DiskFull):
+        return str(exc)
+    if isinstance(exc, FileNotFoundError) and exc.errno is None:  # raised by this code with its own message
+        return str(exc)
+    return None
 
 
 def _terminate(signum: int, frame: object) -> None:

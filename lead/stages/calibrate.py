@@ -215,8 +215,9 @@ def _sample_chunks(params, sampler, todo, settings_hash, cache, header, target):
             advance(0, status=f"chunk {j}/{len(chunks)}")
             keys = [key for key, _, _ in chunk]
             messages = [sampling.user_message(problem, params.model.prompt_suffix) for _, problem, _ in chunk]
-            seed = calibration_cache.chunk_seed(cfg.seed, keys)
-            spec = calibration_cache.sampling_spec(params, seed, target.max_new_tokens)
+            # One seed for every chunk: the samplers seed each prompt by its text (sampling.prompt_seed), so a
+            # problem draws the same samples whatever chunk it lands in (a resumed or resampled one included).
+            spec = calibration_cache.sampling_spec(params, cfg.seed, target.max_new_tokens)
             groups = sampler.sample(messages, spec, progress=advance)
             if len(groups) != len(chunk) or any(len(g) != cfg.samples for g in groups):
                 raise RuntimeError(

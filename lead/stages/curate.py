@@ -27,6 +27,7 @@ train).
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -153,6 +154,22 @@ def _write_parquet(path, records: list[curation.Record], optional: list[str]) ->
         Dataset.from_dict(data, features=features).to_parquet(str(tmp))
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as their text ("nan", "inf"): JSON has no NaN, and a quarantined row
+    must stay readable by any JSON reader.
+
+    >>> json.dumps(_json_safe({"answer": float("nan"), "level": [1.0, float("inf")]}), allow_nan=False)
+    '{"answer": "nan", "level": [1.0, "inf"]}'
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def run(params: Params) -> dict[str, Any]:
     """Curate the training pool and test split; write them, the quarantine and the report."""
     import mlflow
@@ -175,7 +192,8 @@ def run(params: Params) -> dict[str, Any]:
         _write_parquet(root / "train.parquet", result.train, optional)
         _write_parquet(root / "test.parquet", result.test, optional)
         quarantine = "".join(
-            json.dumps(r.line(), ensure_ascii=False, sort_keys=True, default=str) + "\n"
+            json.dumps(_json_safe(r.line()), ensure_ascii=False, sort_keys=True, default=str, allow_nan=False)
+            + "\n"
             for r in result.rejected
         )
         write_text(root / "quarantine.jsonl", quarantine)

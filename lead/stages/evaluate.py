@@ -262,8 +262,8 @@ def run(params: Params) -> dict[str, Any]:
 
     ev = params.evaluate
     manifest = manifest_path(params, "evaluate")
-    unpublish(manifest)  # register refuses these outputs until the new set is complete
-    # Everything that can fail cheaply fails before the model is loaded.
+    # Everything that can fail cheaply fails before the model is loaded, and before the last good evaluation is
+    # withdrawn: a refused run leaves it published.
     if "proxy" in ev.benchmarks:  # the proxy test split is curate's output: never a half-written one
         verify(manifest_path(params, "curate"), "curate", [params.paths.curated / "test.parquet"])
     suites = {name: load_benchmark(name, params, ev.max_problems) for name in ev.benchmarks}
@@ -279,6 +279,7 @@ def run(params: Params) -> dict[str, Any]:
         (n for b in prepared.values() for n, f in zip(b.prompt_tokens, b.fits, strict=True) if f), default=0
     )
     out = output_dir(params)
+    unpublish(manifest)  # register refuses these outputs until the new set is complete
     out.mkdir(parents=True, exist_ok=True)
 
     with stage_run(params, "evaluate", log_sections=("evaluate",)) as run:

@@ -119,23 +119,6 @@ def as_prompts(rows: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
     ]
 
 
-def last_complete_checkpoint(folder: Path) -> Path | None:
-    """The newest ``checkpoint-N`` whose trainer state was fully written (a kill mid-save leaves a partial one)."""
-    candidates = sorted(
-        (p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-        key=lambda p: int(p.name.split("-")[-1]),
-        reverse=True,
-    )
-    for path in candidates:
-        try:
-            json.loads((path / "trainer_state.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if any(path.glob("*.safetensors")) and (path / "optimizer.pt").exists():
-            return path
-    return None
-
-
 # Allowance for the chat template's tokens around a prompt (curate.max_prompt_tokens counts problem + suffix).
 CHAT_TEMPLATE_TOKENS = 64
 
@@ -491,6 +474,7 @@ def train_phase(
     from lead.io.sampling import context_window
     from lead.io.tracking import stage_run
     from lead.training.callbacks import RichProgressCallback
+    from lead.training.checkpoints import SealCheckpoints, last_complete_checkpoint
     from lead.training.presets import resolve
     from lead.training.trainer import LEADTrainer
 
@@ -534,7 +518,7 @@ def train_phase(
             eval_dataset=Dataset.from_list(dev) if dev else None,
             processing_class=tokenizer,
             lead=resolved.lead,
-            callbacks=[RichProgressCallback(f"{stage} (GRPO-LEAD)")],
+            callbacks=[RichProgressCallback(f"{stage} (GRPO-LEAD)"), SealCheckpoints()],
             peft_config=lora_config(params.train.lora),
         )
         trainer.remove_callback(PrinterCallback)

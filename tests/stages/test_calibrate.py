@@ -445,10 +445,20 @@ def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: P
     summary = calibrate.calibrate_pool(params)
     assert (summary["sampled_problems"], summary["cached_problems"]) == (24, 16)
     assert len(resumed.prompts) == 24
-    # Chunk seeds depend only on chunk contents, so the resumed run drew exactly what the reference drew.
+    # Each problem is seeded by its text, so the resumed run drew exactly what the reference drew.
     pd.testing.assert_frame_equal(_out(params), _out(reference_params))
     cache = CalibrationCache(cache_path)
     assert cache.bad_lines == 0 and len(cache.results) == 40  # compacted: the torn line is gone
+
+    # A result torn in the middle of the file (not the last line): that one problem is sampled again, alone,
+    # and draws what it drew in its chunk.
+    lines = cache_path.read_text().splitlines()
+    middle = next(i for i, line in enumerate(lines) if '"result"' in line and i > 20)
+    lines[middle] = lines[middle][: len(lines[middle]) // 2]
+    cache_path.write_text("\n".join(lines) + "\n")
+    summary = calibrate.calibrate_pool(params)
+    assert (summary["sampled_problems"], summary["cached_problems"]) == (1, 39)
+    pd.testing.assert_frame_equal(_out(params), _out(reference_params))
 
 
 def test_model_choice_and_missing_inputs_are_clear_errors(params: Params, scripted, tmp_path):

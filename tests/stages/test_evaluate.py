@@ -306,3 +306,15 @@ def test_repeats_resample_with_successive_seeds_and_report_the_spread(eval_param
     # The reported score is the mean over the seeds' scores.
     per_seed = [sum(r["correct"] for r in records if r["seed"] == s) / 6 for s in (5, 6, 7)]
     assert metrics["proxy.pass_at_1"] == pytest.approx(sum(per_seed) / 3)
+
+
+def test_a_refused_evaluation_leaves_the_last_good_one_published(eval_params: Params):
+    from lead.io.fingerprint import StaleOutputError
+
+    manifest = manifest_path(eval_params, "evaluate")
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text('{"stage": "evaluate"}')  # the last good evaluation's
+    eval_params.evaluate.model = "train"  # never published: refused
+    with pytest.raises((StaleOutputError, FileNotFoundError)):
+        evaluate.run(eval_params)
+    assert manifest.read_text() == '{"stage": "evaluate"}'

@@ -21,7 +21,7 @@ def _messages(problems):
 
 def test_transformers_backend_samples_n_per_prompt(tiny_model):
     path, problems = tiny_model
-    sampler = TransformersSampler(path, batch_prompts=2)
+    sampler = TransformersSampler(path)
     done = []
     groups = sampler.sample(
         _messages(problems),
@@ -33,6 +33,9 @@ def test_transformers_backend_samples_n_per_prompt(tiny_model):
     assert all(isinstance(c, Completion) and 1 <= c.num_tokens <= 12 for g in groups for c in g)
     again = sampler.sample(_messages(problems), SamplingSpec(n=4, max_new_tokens=12, seed=1))
     assert again == groups  # same seed, same completions
+    # A prompt's completions are its own: sampled alone (a problem resampled after a torn cache line), the same.
+    alone = sampler.sample(_messages(problems)[1:2], SamplingSpec(n=4, max_new_tokens=12, seed=1))
+    assert alone == groups[1:2]
 
 
 def test_unknown_backend_is_a_clear_error(tiny_model):

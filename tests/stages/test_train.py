@@ -19,6 +19,7 @@ from lead.grading import GradeStats
 from lead.io.fingerprint import StaleOutputError
 from lead.stages import train
 from lead.training import trainer as seam
+from lead.training.checkpoints import last_complete_checkpoint
 
 CYCLE = [Outcome.CORRECT, Outcome.WRONG, Outcome.CORRECT, Outcome.UNFINISHED]
 
@@ -154,7 +155,7 @@ def test_lora_trains_adapters_only_and_saves_a_merged_plain_model(rl_params):
     assert set(merged) == set(start)  # the base model's tensors, no lora_A / lora_B left
     changed = [k for k in start if not (merged[k] == start[k]).all()]
     assert changed and all("proj" in k for k in changed)  # only adapted linear layers moved
-    ckpt = train.last_complete_checkpoint(train.checkpoint_dir(rl_params))
+    ckpt = last_complete_checkpoint(train.checkpoint_dir(rl_params))
     assert (ckpt / "adapter_model.safetensors").exists()  # checkpoints hold the adapters
 
 
@@ -331,12 +332,12 @@ def test_sigkill_then_rerun_resumes_into_the_same_mlflow_run(rl_params, tmp_path
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpt = train.checkpoint_dir(rl_params)
     deadline = time.time() + 240
-    while time.time() < deadline and not train.last_complete_checkpoint(ckpt):
+    while time.time() < deadline and not last_complete_checkpoint(ckpt):
         time.sleep(0.5)
     time.sleep(1.0)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    killed_at = train.last_complete_checkpoint(ckpt)
+    killed_at = last_complete_checkpoint(ckpt)
     assert killed_at is not None, "no checkpoint was written before the kill"
     run_id = json.loads((ckpt / train.RUN_FILE).read_text())["run_id"]
     subprocess.run(cmd, check=True, capture_output=True)

@@ -19,11 +19,11 @@ PARAMS = {
 
 
 def test_the_cache_keys_are_the_ones_existing_caches_hold(monkeypatch):
-    # Pinned: the problem key and chunk seed were computed with lead/stages/calibrate.py before the keys moved
-    # here (commit d49c87d); the settings key changed on purpose when calibration began to judge samples with
-    # the reward's outcome rules and token budget (a verdict is the trainer's "correct" now). Users' cache files
-    # are keyed by them; if this fails, every cached result would be sampled again. Change them only on purpose
-    # (a new key field), never as a side effect.
+    # Pinned: the problem key was computed with lead/stages/calibrate.py before the keys moved here (commit
+    # d49c87d); the settings key changed on purpose when calibration began to judge samples with the reward's
+    # outcome rules and token budget (a verdict is the trainer's "correct" now) and to seed each problem by its
+    # text, not its chunk. Users' cache files are keyed by them; if this fails, every cached result would be
+    # sampled again. Change them only on purpose (a new key field), never as a side effect.
     # The grader's source hash is fixed here, so that an edit of lead/grading (which rightly re-keys) does
     # not break the pin.
     monkeypatch.setattr(calibration_cache, "code_fingerprint", lambda modules: "grader-source-fixed")
@@ -33,14 +33,12 @@ def test_the_cache_keys_are_the_ones_existing_caches_hold(monkeypatch):
     assert values["grader"] == "grader-source-fixed"
     assert (
         calibration_cache.settings_key(values)
-        == "ea052906ea3adc014c36adb825c61f0eb1f3d3e7ebe513e5c2e626427d00d623"
+        == "8d21793c5e0e8868a3bae3e0efadd45c5cc237b2c77fc20825047c37382ae43a"
     )
     assert (
         calibration_cache.problem_key("What is 1+1?", "2")
         == "b7885d3c82821bcb4b1cfe608f8a56385096bb477decfd9b4b0fbdc13e0953dc"
     )
-    keys = [calibration_cache.problem_key("a", "1"), calibration_cache.problem_key("b", "2")]
-    assert calibration_cache.chunk_seed(11, keys) == 609170062
 
 
 def test_the_key_follows_the_sampling_but_not_the_chunking(monkeypatch):
@@ -129,3 +127,15 @@ def test_a_repeated_result_keeps_the_last_and_compaction_drops_the_rest(tmp_path
     cache.compact()
     assert path.read_text() != before and len(path.read_text().splitlines()) == 1
     assert CalibrationCache(path).get("s1", "p1")["correct"] == [True]
+
+
+def test_a_damaged_byte_costs_its_line_not_the_file(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    CalibrationCache(path).append([result("s1", "p1", [True]), result("s1", "p2", [False])])
+    data = bytearray(path.read_bytes())
+    data[data.index(b"p2") + 1] = 0xFF  # not UTF-8: the second line is damaged
+    path.write_bytes(bytes(data))
+    cache = CalibrationCache(path)
+    assert (cache.bad_lines, sorted(cache.results)) == (1, [("s1", "p1")])
+    cache.compact()
+    assert CalibrationCache(path).bad_lines == 0 and path.read_bytes().decode("utf-8")

@@ -225,3 +225,47 @@ def test_lead_ablation_is_dvc_repro_of_the_ablation_pipeline_or_a_dvc_experiment
     assert calls[-1][1:] == ["exp", "run", "ablation/dvc.yaml", "-S", "ablation.max_steps=5"]
     bad = runner.invoke(app, ["ablation", "-S", "ablation.seeds=[0,0]"])
     assert bad.exit_code == 2 and "seeds must not repeat" in bad.output and len(calls) == 2
+
+
+def test_serve_refuses_a_host_other_machines_reach_without_a_key(monkeypatch):
+    monkeypatch.delenv("LEAD_SERVE_API_KEY", raising=False)
+    monkeypatch.setattr(os, "execve", lambda *a: pytest.fail("a server was started"))
+    result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--params", PARAMS])
+    assert result.exit_code == 2
+    assert "refusing to serve on 0.0.0.0 without LEAD_SERVE_API_KEY" in " ".join(result.output.split())
+    # An explicit flag overrides it, with a warning (the command then goes on to the model).
+    result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--insecure", "--params", PARAMS])
+    assert "warning: serving on 0.0.0.0 without LEAD_SERVE_API_KEY" in " ".join(result.output.split())
+
+
+def test_paths_that_stages_write_stay_inside_the_workspace(tmp_path, monkeypatch):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    params = str(workspace / "params.yaml")
+    result = runner.invoke(
+        app, ["params", "--check", "--params", params, "-S", "paths.reports=/etc/leadtest"]
+    )
+    assert result.exit_code == 2
+    assert "paths.reports = '/etc/leadtest' resolves to /etc/leadtest, outside the workspace" in " ".join(
+        result.output.split()
+    )
+    # Symlinks are followed: a folder inside that points outside is outside.
+    (tmp_path / "elsewhere").mkdir()
+    (workspace / "out").symlink_to(tmp_path / "elsewhere")
+    result = runner.invoke(app, ["params", "--check", "--params", params, "-S", "paths.models=out/models"])
+    assert result.exit_code == 2 and "paths.models" in result.output
+    # ... and `..` too; inside is fine; a documented setting allows a shared location.
+    assert (
+        runner.invoke(app, ["params", "--check", "--params", params, "-S", "paths.curated=../x"]).exit_code
+        == 2
+    )
+    assert (
+        runner.invoke(app, ["params", "--check", "--params", params, "-S", "paths.curated=a/b"]).exit_code
+        == 0
+    )
+    monkeypatch.setenv("LEAD_ALLOW_EXTERNAL_PATHS", "1")
+    assert (
+        runner.invoke(app, ["params", "--check", "--params", params, "-S", "paths.curated=../x"]).exit_code
+        == 0
+    )

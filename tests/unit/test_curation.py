@@ -39,6 +39,11 @@ ROW_TABLE = [
     ({"problem": "What is 6+6?", "answer": None}, "missing_answer"),
     ({"problem": "What is 7+7?", "answer": ["14", "fourteen"]}, "missing_answer"),
     ({"problem": "What is 8+8?", "solution": "sixteen, no box"}, "missing_answer"),
+    # A missing value written out as text (pandas' "nan"/"<NA>", Python's "None", JSON's "null") is none.
+    ({"problem": "What is 9+9?", "answer": "None"}, "missing_answer"),
+    ({"problem": "What is 9+9?", "answer": "nan"}, "missing_answer"),
+    ({"problem": "What is 9+9?", "answer": " NULL "}, "missing_answer"),
+    ({"problem": "What is 9+9?", "answer": float("nan")}, "missing_answer"),
 ]
 
 
@@ -144,6 +149,18 @@ def test_jsonl_loader_keeps_bad_lines_for_the_quarantine(tmp_path):
     assert "not UTF-8" in rejected[1].detail
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_row(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(
+        b'\xef\xbb\xbf{"problem": "What is 1+1?", "answer": "2"}\n{"problem": "P", "answer": "3"}\n'
+    )
+    records, rejected = curation.records_from_rows("bom", read_rows(str(path), RAW)[1])
+    assert [r.answer for r in records] == ["2", "3"] and not rejected
+    array = tmp_path / "bom.json"
+    array.write_bytes(b'\xef\xbb\xbf[{"problem": "P", "answer": "1"}]')
+    assert len(read_rows(str(array), RAW)[1]) == 1
+
+
 def test_json_parquet_and_folder_loaders(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -172,6 +189,9 @@ def test_json_parquet_and_folder_loaders(tmp_path):
         ("dict.json", b'{"problem": "P"}', "expected a JSON array"),
         ("latin.json", b'[{"problem": "caf\xe9"}]', "not UTF-8"),
         ("fake.parquet", b"PAR1 but not really", "not a readable Parquet file"),
+        ("empty.jsonl", b"", "holds no problems"),  # an empty source is an error, not an empty pool
+        ("blank.jsonl", b"\n\n", "holds no problems"),
+        ("empty.json", b"[]", "holds no problems"),
     ],
 )
 def test_wholly_unreadable_files_are_errors_naming_the_file(tmp_path, name, content, message):
@@ -180,6 +200,21 @@ def test_wholly_unreadable_files_are_errors_naming_the_file(tmp_path, name, cont
     with pytest.raises(SourceError, match=message) as info:
         read_rows(str(path), RAW)
     assert name in str(info.value)
+
+
+def test_params_check_names_a_missing_local_source(tmp_path):
+    from lead.config import SourceSpec
+    from lead.io.sources import missing_sources
+
+    sources = [
+        SourceSpec(name="proxy", path="proxy"),
+        SourceSpec(name="mine", path=str(tmp_path / "mine.jsonl")),
+        SourceSpec(name="hub", path="some-org/some-set"),  # the stage's to judge (network, cache)
+        SourceSpec(name="math", path="math_train"),
+    ]
+    assert missing_sources(sources, RAW) == [
+        f"curate.sources[1].path = '{tmp_path / 'mine.jsonl'}': {tmp_path / 'mine.jsonl'}: no such file"
+    ]
 
 
 def test_missing_files_builtins_and_hub_ids(tmp_path):

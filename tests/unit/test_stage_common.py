@@ -4,6 +4,8 @@ message that says why calibration kept no problem."""
 import pytest
 
 from lead.config import Params, ParamsError, WarmstartParams
+from lead.io.fingerprint import StaleOutputError
+from lead.io.sources import SourceError
 from lead.stages._common import StageError, empty_pool_message, stage_main
 from tests.conftest import ROOT, tmp_params
 
@@ -144,6 +146,64 @@ def test_stage_main_exits_cleanly_on_a_bad_recipe_bad_params_found_by_the_stage_
             stage_main("curate", run, ["--params", PARAMS, *argv])
         err = capsys.readouterr().err
         assert exit_.value.code == code and message in err and "Traceback" not in err
+
+
+def _full_disk_write(target):
+    import errno
+
+    from lead.io.files import atomic_path
+
+    def run(params):
+        with atomic_path(target) as tmp:
+            tmp.write_text("partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        (SourceError("data/mine.jsonl: no such file"), "error: curate: data/mine.jsonl: no such file"),
+        (StaleOutputError("models/train: not the model the train stage published"), "not the model"),
+        (
+            FileNotFoundError("models/warmstart: no warm-started model (run `lead warmstart` first)"),
+            "lead warmstart",
+        ),
+    ],
+)
+def test_errors_a_user_can_fix_are_one_line_and_exit_1_unless_verbose(capsys, monkeypatch, error, message):
+    def run(params):
+        raise error
+
+    with pytest.raises(SystemExit) as exit_:
+        stage_main("curate", run, ["--params", PARAMS])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and err.strip().splitlines() == [err.strip()] and message in err
+    monkeypatch.setenv("LEAD_VERBOSE", "1")  # `lead -v`: the traceback too
+    with pytest.raises(type(error)):
+        stage_main("curate", run, ["--params", PARAMS])
+
+
+def test_a_full_disk_names_the_file_and_the_room_left_and_keeps_the_previous_output(tmp_path, capsys):
+    target = tmp_path / "out" / "report.json"
+    target.parent.mkdir()
+    target.write_text("the previous run's")
+    with pytest.raises(SystemExit) as exit_:
+        stage_main("curate", _full_disk_write(target), ["--params", PARAMS])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 1
+    assert line.startswith(f"error: curate: {target}: no space left on the device while writing it (")
+    assert "MiB free there" in line
+    assert target.read_text() == "the previous run's" and list(target.parent.iterdir()) == [target]
+
+
+def test_a_bug_keeps_its_traceback(tmp_path):
+    def run(params):
+        open(tmp_path / "missing" / "file")  # a FileNotFoundError the code did not mean: a bug
+
+    with pytest.raises(FileNotFoundError):
+        stage_main("curate", run, ["--params", PARAMS])
 
 
 def _params(**warmstart) -> Params:
