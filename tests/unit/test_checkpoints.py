@@ -1,5 +1,7 @@
 """Sealed checkpoints (lead.training.checkpoints): resume only from one whose files are all there, at their size."""
 
+import json
+
 from lead.training.checkpoints import SEAL, damage, last_complete_checkpoint, seal
 
 
@@ -8,7 +10,7 @@ def _checkpoint(folder, step, *, sealed=True):
     path.mkdir(parents=True)
     (path / "model.safetensors").write_bytes(b"w" * 100)
     (path / "optimizer.pt").write_bytes(b"o" * 50)
-    (path / "trainer_state.json").write_text('{"global_step": %d}' % step)
+    (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))
     if sealed:
         seal(path)
     return path

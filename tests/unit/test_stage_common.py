@@ -200,7 +200,7 @@ def test_a_full_disk_names_the_file_and_the_room_left_and_keeps_the_previous_out
 
 def test_a_bug_keeps_its_traceback(tmp_path):
     def run(params):
-        open(tmp_path / "missing" / "file")  # a FileNotFoundError the code did not mean: a bug
+        (tmp_path / "missing" / "file").read_text()  # a FileNotFoundError the code did not mean: a bug
 
     with pytest.raises(FileNotFoundError):
         stage_main("curate", run, ["--params", PARAMS])
