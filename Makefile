@@ -19,7 +19,7 @@ PYTEST_ARGS ?= -n 2 --dist loadfile
 # start one OpenMP thread per core in every process, and two workers' threads fight over the same cores.
 TEST_THREADS ?= $$(( ($$(nproc) + 1) / 2 ))
 
-.PHONY: setup setup-gpu lock run check-params schema test test-fast lint format ablation bench clean help prefect-server deploy prefect-worker stack stack-down stack-status
+.PHONY: setup setup-gpu lock run results check-params schema test test-fast lint format ablation bench clean help prefect-server deploy prefect-worker stack stack-down stack-status
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -51,6 +51,9 @@ lock:  ## re-resolve pyproject.toml's ranges in a throw-away venv and rewrite in
 	.lock-venv/bin/python infra/lock.py .lock-venv/bin/python
 	rm -rf .lock-venv
 
+results: $(STAMP)  ## what the last run holds: each stage's headline, and where the results are
+	$(VENV)/bin/lead results
+
 check-params: $(STAMP)  ## validate params.yaml (every stage's section) before anything runs
 	$(VENV)/bin/lead params --check
 
@@ -59,6 +62,7 @@ schema: $(STAMP)  ## rewrite params.schema.json (editors validate params.yaml wi
 
 run: check-params  ## the main job on the embedded default: `dvc repro` (proxy data, tiny model, ...)
 	$(VENV)/bin/dvc repro
+	@$(VENV)/bin/lead results
 
 test: $(STAMP)  ## the whole test suite, slow tests included
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(TEST_THREADS)} $(PY) -m pytest $(PYTEST_ARGS)

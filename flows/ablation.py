@@ -216,7 +216,7 @@ def lead_ablation(
         parent_id = place.parent.info.run_id
         mlflow.log_params({"overrides": " ".join(overrides) or "-", "concurrency": concurrency})
         for stage in UPSTREAM:
-            TASKS[stage](str(run_dir), parent_id, uri, False, return_state=True).result()
+            TASKS[stage](str(run_dir), parent_id, uri, False, name, return_state=True).result()
         cells = stale_cells(run_dir)
         logger.info("%d stale cells: %s", len(cells), ", ".join(sorted(cells)) or "none")
         started = time.perf_counter()

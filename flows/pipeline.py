@@ -78,6 +78,7 @@ from flows.experiment import clean_stale, experiment_copy, save_experiment
 from flows.prefect_api import check_then_start
 from flows.summary import OUTCOMES, StageRow, markdown, stage_line
 from lead.config import Params, load_params
+from lead.io.summaries import summary_file
 from lead.stages import STAGES
 
 # Sampling engines and the tracking store can fail transiently; training resumes from its checkpoints.
@@ -95,20 +96,6 @@ VERDICTS = (
 )
 # The Prefect state a task ends in when its stage did not run (a Completed state by another name).
 STATE_NAMES = {"skipped": "Skipped", "restored": "Cached", "pulled": "Pulled"}
-
-
-def summary_file(params: Params, stage: str) -> Path:
-    """The JSON each stage writes about its run (a DVC metrics file or output)."""
-    return {
-        "curate": params.paths.curated / "curation.json",
-        "warmstart": params.paths.reports / "warmstart.json",
-        "calibrate": params.paths.reports / "calibrate" / "summary.json",
-        "train": params.paths.reports / "train.json",
-        "calibrate_stage2": params.paths.reports / "calibrate_stage2" / "summary.json",
-        "train_stage2": params.paths.reports / "train_stage2.json",
-        "evaluate": params.paths.reports / "evaluate" / "metrics.json",
-        "register": params.paths.reports / "register.json",
-    }[stage]
 
 
 def verdict(stage: str, lines: list[str]) -> str:
@@ -194,7 +181,13 @@ def save_task(copy: str, name: str, stages: list[str]) -> str:
 
 def _stage_task(name: str) -> Task[..., Any]:
     @task(name=name, retries=RETRIES.get(name, 0), retry_delay_seconds=10)
-    def run_stage(workspace: str, parent_run_id: str, tracking_uri: str, pull: bool = False) -> Any:
+    def run_stage(
+        workspace: str,
+        parent_run_id: str,
+        tracking_uri: str,
+        pull: bool = False,
+        experiment: str | None = None,
+    ) -> Any:
         # dvc.yaml's `python -m lead.stages...` must be this environment's python, wherever the worker started.
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
         env = {
@@ -203,6 +196,12 @@ def _stage_task(name: str) -> Task[..., Any]:
             "LEAD_PARENT_RUN_ID": parent_run_id,
             "MLFLOW_TRACKING_URI": tracking_uri,
         }
+        # A run with overrides is a DVC experiment (saved as one at the end): its stages see it as `dvc exp run`'s
+        # do, by DVC's own variable, so that register registers nothing unless register.on_experiment.
+        if experiment:
+            env["DVC_EXP_NAME"] = experiment
+        else:
+            env.pop("DVC_EXP_NAME", None)
         said: list[str] = []
         started = time.perf_counter()
         # --pull: outputs the DVC remote already holds are fetched instead of recomputed (a fresh clone).
@@ -308,7 +307,7 @@ def lead_pipeline(
         try:
             for stage in chosen:
                 rows[stage] = StageRow(stage, "failed")  # until its task returns
-                state = TASKS[stage](str(run_dir), parent.info.run_id, uri, pull, return_state=True)
+                state = TASKS[stage](str(run_dir), parent.info.run_id, uri, pull, name, return_state=True)
                 done = state.result()  # the stage's error, if it failed
                 rows[stage] = StageRow(stage, done["outcome"], done["summary"], done["seconds"])
             if name:

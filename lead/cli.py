@@ -511,6 +511,12 @@ def promote(
     except (MlflowException, ValueError) as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None
+    if s["failed_gate"]:
+        console.print(
+            f"[bold yellow]warning:[/] version {version} failed the champion gate ({s['failed_gate']}); it is "
+            "champion by your decision: the recorded reason should say why the gate's verdict does not hold",
+            highlight=False,
+        )
     console.print(f"{s['model_name']}@champion → version {s['champion']} ({s['reason']})", highlight=False)
 
 
@@ -608,6 +614,33 @@ def pipeline(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None
         console.rule(f"[bold]{name}")
         importlib.import_module(f"lead.stages.{name}").run(cfg)
     console.print("[bold green]pipeline finished")
+
+
+@app.command()
+def results(path: ParamsOpt = DEFAULT_PARAMS) -> None:
+    """What the workspace's last run holds: each stage's headline, then where to look (what `make run` ends with)."""
+    import json
+
+    from lead.io.summaries import headline, summary_file
+    from lead.io.tracking import tracking_uri
+    from lead.stages import STAGES
+
+    cfg = _params(path, [])
+    for stage in STAGES:
+        file = summary_file(cfg, stage)
+        summary = json.loads(file.read_text()) if file.exists() else {}
+        console.print(f"[bold]{stage}[/]: {escape(headline(stage, summary))}", highlight=False)
+    evaluated = cfg.paths.reports / "evaluate"
+    console.print(
+        "\n[bold]Results[/]\n"
+        f"  scores          {evaluated / 'metrics.json'}  (`dvc metrics show`, `lead exp`)\n"
+        f"  completions     {evaluated / 'samples.parquet'}  (every sample, its answer and verdict)\n"
+        f"  plots           {evaluated / 'accuracy_vs_length.png'}, {evaluated / 'budget_curve.png'}\n"
+        f"  model           {cfg.paths.models / cfg.evaluate.model}\n"
+        f"  runs, registry  .venv/bin/mlflow ui --backend-store-uri {tracking_uri(cfg)}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def run_app() -> None:

@@ -89,7 +89,9 @@ class _Lines:
 
     def _line(self, now: float) -> None:
         self._last_time, self._last_done = now, self.done
-        console.print(progress_line(self.description, self.done, self.total, now - self.started, self.status))
+        # One line whatever its length: a log reader (and a grep) wants each report whole, not wrapped at 80.
+        line = progress_line(self.description, self.done, self.total, now - self.started, self.status)
+        console.print(line, soft_wrap=True, highlight=False)
 
 
 def progress_line(description: str, done: int, total: int, elapsed: float, status: str = "") -> str:

@@ -164,6 +164,15 @@ def vllm_dtype(dtype: str) -> str:
     return "bfloat16" if dtype == "float32" else dtype
 
 
+def quiet_engine_env() -> dict[str, str]:
+    """vLLM's and torch's log levels for a stage: errors only, unless ``LEAD_VERBOSE=1`` (``lead -v``). An engine
+    start otherwise prints a dozen warnings about optional CPU libraries (Triton, tcmalloc, NUMA binding) that
+    say nothing about the run; values already set in the environment win."""
+    if os.environ.get("LEAD_VERBOSE") == "1":
+        return {}
+    return {"VLLM_LOGGING_LEVEL": "ERROR", "TORCH_CPP_LOG_LEVEL": "ERROR"}
+
+
 @contextmanager
 def _environ_defaults(values: dict[str, str]) -> Iterator[None]:
     """Set the environment variables in ``values`` that are not set, for the ``with`` body only."""
@@ -192,10 +201,17 @@ class VLLMSampler:
         self, model_path: str | Path, *, dtype: str = "bfloat16", max_model_len: int | None = None
     ) -> None:
         # max_model_len None = the model's own context (max_position_embeddings); vLLM refuses a larger one.
-        for key, value in CPU_KV_CACHE_ENV.items():  # before vLLM is imported
+        for key, value in {**CPU_KV_CACHE_ENV, **quiet_engine_env()}.items():  # before vLLM is imported
             os.environ.setdefault(key, value)
+        import warnings
+
         import torch
-        from vllm import LLM
+
+        with (
+            warnings.catch_warnings()
+        ):  # vLLM's own import warns about torch internals it uses (FutureWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            from vllm import LLM
         from vllm.platforms import current_platform
 
         cpu = current_platform.is_cpu()

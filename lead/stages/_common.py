@@ -92,7 +92,8 @@ def stage_main(
     try:
         recipe = recipe_overrides(common["recipe"]) if common["recipe"] else []
         params = load_params(common["params"], [*recipe, *common["overrides"]])
-        run(params, **args)
+        result = run(params, **args)
+        say_what_it_did(name, result)
     except ParamsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         stage = os.environ.get("DVC_STAGE")  # dvc repro removed this stage's outputs before running it
@@ -113,6 +114,16 @@ def stage_main(
         raise SystemExit(1) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def say_what_it_did(name: str, result: Any) -> None:
+    """The stage's last line: its headline (:func:`lead.io.summaries.headline`: kept N of M, steps and the last
+    reward, Pass@1 and length, the version registered), so that a ``dvc repro`` transcript says what happened."""
+    from lead.io.summaries import headline
+    from lead.stages import STAGES
+
+    if name in STAGES and isinstance(result, dict):
+        print(f"{name}: {headline(name, result)}", flush=True)
 
 
 VERBOSE_ENV = "LEAD_VERBOSE"  # `lead -v` sets it: errors a user can fix show their traceback too

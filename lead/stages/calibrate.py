@@ -24,7 +24,7 @@ Outputs
   the model sampled (:func:`lead.io.fingerprint.publish`); readers refuse outputs it does not name.
 * ``<paths.reports>/calibrate/summary.json`` (DVC metrics): counts per band, kept, the
   histogram, what was sampled vs. reused, time, grader statistics of this run's completions.
-* ``<paths.reports>/calibrate/histogram.csv`` (DVC plot: ``pass_rate,problems,kept``) and
+* ``<paths.reports>/calibrate/histogram.csv`` (the table: ``pass_rate,problems,kept``) and
   ``pass_rate_histogram.png`` (also logged to MLflow, run tagged ``stage=calibrate``).
 
 Incremental cache (``<paths.resume>/calibrate/cache.jsonl``, resume state outside DVC:

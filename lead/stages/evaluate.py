@@ -160,6 +160,26 @@ def _score_benchmark(name: str, bench: _Prepared, groups: list[list[Any]], n: in
     return records, problems, stats
 
 
+SAMPLES_TABLE = "evaluate/samples.json"  # the records as an MLflow table artifact of the evaluate run
+TABLE_COLUMNS = (
+    "benchmark",
+    "problem_id",
+    "seed",
+    "sample",
+    "gold",
+    "answer",
+    "correct",
+    "tokens",
+    "finished",
+)
+
+
+def _review_table(records: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The records as MLflow table columns: what decided each verdict first, the completion last."""
+    rows = [r for r in records if r["in_context"]]
+    return {**{c: [r[c] for r in rows] for c in TABLE_COLUMNS}, "completion": [r["completion"] for r in rows]}
+
+
 def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -255,6 +275,7 @@ def run(params: Params) -> dict[str, Any]:
 
     from lead.core.evaluation import benchmark_metrics, budget_sweep, cached_equal, seed_summary
     from lead.core.outcomes import EVALUATION
+    from lead.core.registry import protocol
     from lead.io.benchmarks import load_benchmark
     from lead.io.progress import progress_bar
     from lead.io.sampling import VLLMSampler, context_window, make_sampler
@@ -326,6 +347,9 @@ def run(params: Params) -> dict[str, Any]:
         seconds = round(time.perf_counter() - started, 1)
 
         _write_records(out / RECORDS, records)
+        # Every completion as an MLflow table (the run page's artifact view shows it as a grid: a reviewer reads
+        # answers without downloading samples.parquet).
+        mlflow.log_table(data=_review_table(records), artifact_file=SAMPLES_TABLE)
         write_json(out / METRICS, metrics)
         _plots(out, scored, sweeps, ev.samples)
         mlflow.set_tags({"model_fingerprint": fingerprint, "grader.extraction": EVALUATION.extraction})
@@ -340,6 +364,9 @@ def run(params: Params) -> dict[str, Any]:
         model=fingerprint,
         model_path=path,
         mlflow_run_id=run.info.run_id,
+        # What was measured, as it was measured: register describes (and the champion gate compares) versions
+        # by this, never by the params it is run with.
+        protocol=protocol(ev.model_dump(mode="json")),
     )
     return metrics
 

@@ -155,9 +155,17 @@ def promote(params: Params, version: str, reason: str) -> dict[str, Any]:
     mlflow.set_tracking_uri(tracking_uri(params))
     client = MlflowClient()
     name = params.register_.model_name
-    client.get_model_version(name, str(version))  # a clear MLflow error when it does not exist
-    move_champion(client, name, str(version), "hand (lead promote)", reason)
-    return {"model_name": name, "champion": str(version), "reason": reason}
+    target = client.get_model_version(name, str(version))  # a clear MLflow error when it does not exist
+    gate = target.tags.get("gate", "")
+    failed = gate.startswith("gate failed")
+    how = f"hand (lead promote, over the {gate})" if failed else "hand (lead promote)"
+    move_champion(client, name, str(version), how, reason)
+    return {
+        "model_name": name,
+        "champion": str(version),
+        "reason": reason,
+        "failed_gate": gate if failed else None,
+    }
 
 
 def _experiment_of(client, run_id: str | None) -> str | None:
@@ -220,6 +228,7 @@ class Evidence:
     evaluate_run_id: str
     train_run_id: str
     figures: dict[str, float]  # the numbers of ``metrics``: what the evaluate run logged
+    protocol: dict[str, Any]  # what the evaluation measured, as its manifest records it
 
 
 def evidence(params: Params, client) -> Evidence:
@@ -247,6 +256,19 @@ def evidence(params: Params, client) -> Evidence:
             "registered model"
         )
     trained = verify(manifest_path(params, stage), stage)
+    measured = evaluated.get("protocol")
+    if measured is None:
+        raise StaleOutputError(
+            f"the evaluation in {output_dir(params)} records no protocol (an older evaluate): evaluate again"
+        )
+    asked = registry.protocol(params.evaluate.model_dump(mode="json"))
+    differ = sorted(k for k in set(asked) | set(measured) if asked.get(k) != measured.get(k))
+    if differ:
+        shown = ", ".join(f"{k} {measured.get(k)!r} (params: {asked.get(k)!r})" for k in differ)
+        raise StaleOutputError(
+            f"the evaluation in {output_dir(params)} was measured with other evaluate params than these: {shown}; "
+            "evaluate again with these params, or register with the evaluation's"
+        )
     metrics = json.loads(content)
     run = client.get_run(evaluated["mlflow_run_id"])
     logged = run.data.metrics
@@ -260,7 +282,14 @@ def evidence(params: Params, client) -> Evidence:
             f"{' (' + ', '.join(differ[:5]) + ')' if differ else ''}: evaluate again"
         )
     return Evidence(
-        model, fingerprint, stage, metrics, run.info.run_id, trained.get("mlflow_run_id") or "", numbers
+        model,
+        fingerprint,
+        stage,
+        metrics,
+        run.info.run_id,
+        trained.get("mlflow_run_id") or "",
+        numbers,
+        measured,
     )
 
 
@@ -314,7 +343,38 @@ def params_vs_champion(client, ev: Evidence, champion) -> list[registry.ParamCha
             return None
         mine.update(a)
         theirs.update(b)
-    return registry.params_diff(mine, theirs)
+    return registry.params_diff(params_keys(mine), params_keys(theirs))
+
+
+def params_keys(logged: dict[str, str]) -> dict[str, str]:
+    """The ``params.yaml`` keys among a run's logged params (``train.max_steps``): the knobs users set, each once.
+    Left out: what TRL's and transformers' own logging adds for the same settings (``max_steps``,
+    ``learning_rate``, ... of the GRPOConfig) and the preset's resolved values (``resolved.*``), which repeat
+    them in other names."""
+    sections = {field.alias or name for name, field in Params.model_fields.items()}
+    return {k: v for k, v in logged.items() if k.partition(".")[0] in sections}
+
+
+def registered_version(client, name: str, fingerprint: str, proto: str, scores: registry.Scores):
+    """The complete version of ``name`` holding this model (by content) with this evaluation (its protocol and
+    figures), or None: registering it again would add a copy that says nothing new."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        versions = client.search_model_versions(f"name = '{name}'")
+    except MlflowException:
+        return None
+    wanted = registry.score_tags(scores)
+    for v in versions:
+        tags = v.tags
+        if (
+            tags.get("lead.state") == REGISTERED
+            and tags.get("model.fingerprint") == fingerprint
+            and tags.get("eval.protocol") == proto
+            and all(tags.get(k) == value for k, value in wanted.items())
+        ):
+            return v
+    return None
 
 
 def skipped_experiment(params: Params) -> dict[str, Any] | None:
@@ -350,15 +410,26 @@ def run(params: Params) -> dict[str, Any]:
     mlflow.set_tracking_uri(uri)
     client = MlflowClient()
     ev = evidence(params, client)  # every check before anything is logged or registered
-    evaluate_section = params.evaluate.model_dump(mode="json")
-    scores = registry.headline_scores(ev.metrics, params.evaluate.benchmarks)
-    proto = registry.protocol_id(evaluate_section)
-    e = params.evaluate
+    e = ev.protocol  # what the evaluation measured (evidence checked these params ask for the same)
+    scores = registry.headline_scores(ev.metrics, e["benchmarks"])
+    proto = registry.protocol_id(e)
     protocol_text = (
-        f"{', '.join(e.benchmarks)}; {e.samples} samples/problem, T={e.temperature}, "
-        f"{e.max_new_tokens} tokens, protocol {proto}"
+        f"{', '.join(e['benchmarks'])}; {e['samples']} samples/problem, T={e['temperature']}, "
+        f"{e['max_new_tokens']} tokens, protocol {proto}"
     )
     name = params.register_.model_name
+    existing = registered_version(client, name, ev.fingerprint, proto, scores)
+    if existing is not None:  # the same model, evaluated the same way, with the same figures: one version
+        summary = {
+            "model_name": name,
+            "registered": True,
+            "new_version": False,
+            "version": int(existing.version),
+            "aliases": sorted(client.get_model_version(name, existing.version).aliases),
+            "reason": f"the same model and evaluation are version {existing.version} already",
+        }
+        write_json(report_path(params), summary)
+        return summary
 
     with stage_run(params, "register", log_sections=("register",)) as run:
         parent = os.environ.get(PARENT_RUN_ENV) or run.data.tags.get("mlflow.parentRunId", "")
@@ -426,6 +497,7 @@ def run(params: Params) -> dict[str, Any]:
     summary = {
         "model_name": name,
         "registered": True,
+        "new_version": True,
         "version": int(version),
         "aliases": sorted(aliases),
         "promoted": decision.promote,

@@ -103,6 +103,7 @@ class FirstRun:
     records: dict[str, dict]
     params: bytes
     lock: bytes
+    register: bytes  # reports/register.json: no DVC cache holds it (the registry's record is never replayed)
 
     def restore(self) -> Path:
         """The workspace as the first run left it, whatever a test did since (a param set, an experiment
@@ -111,6 +112,7 @@ class FirstRun:
         the tests registered and logged stays in the workspace's MLflow store."""
         (self.workspace / "params.yaml").write_bytes(self.params)
         (self.workspace / "dvc.lock").write_bytes(self.lock)
+        (self.workspace / "reports/register.json").write_bytes(self.register)
         dvc(self.workspace, "checkout", "--force")
         assert "up to date" in dvc(self.workspace, "status").stdout
         return self.workspace
@@ -137,6 +139,7 @@ def recorded(workspace, tmp_path_factory) -> FirstRun:
         by_stage,
         (workspace / "params.yaml").read_bytes(),
         (workspace / "dvc.lock").read_bytes(),
+        (workspace / "reports/register.json").read_bytes(),
     )
 
 

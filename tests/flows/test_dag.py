@@ -1,6 +1,7 @@
 """End to end through DVC: the whole DAG on a reduced config, then what a second run and a param change do."""
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -9,6 +10,7 @@ import yaml
 from lead.config import set_path
 from lead.core import experiments
 from lead.stages import STAGES
+from tests.conftest import ROOT
 from tests.flows.conftest import REDUCED, FirstRun, dvc
 
 pytestmark = pytest.mark.slow
@@ -30,8 +32,9 @@ def test_dvc_repro_runs_the_whole_dag_then_only_what_changed(recorded: FirstRun)
     assert ran(again.stdout) == [] and "up to date" in again.stdout
     assert "proxy.pass_at_1" in dvc(workspace, "metrics", "show", "--json").stdout
     plots = dvc(workspace, "plots", "show", "--json").stdout
-    for plot in ("histogram.csv", "budget_curve.png", "accuracy_vs_length.png", "pass_rate_histogram.png"):
+    for plot in ("budget_curve.png", "accuracy_vs_length.png", "pass_rate_histogram.png"):
         assert plot in plots, plot
+    assert "histogram.csv" not in plots  # images only: DVC's interactive charts need a CDN
 
     # The run committed, as a user keeps a result; then one evaluate param as a DVC experiment: evaluate and
     # register rerun, nothing upstream; the experiment is recorded and comparable, and registers nothing.
@@ -60,6 +63,30 @@ def test_dvc_repro_runs_the_whole_dag_then_only_what_changed(recorded: FirstRun)
     diff = json.loads(dvc(workspace, "metrics", "diff", "HEAD", "--json").stdout)
     changed = diff["reports/evaluate/metrics.json"]["proxy.samples_per_problem"]
     assert (changed["old"], changed["new"]) == (REDUCED["evaluate"]["samples"], 3)
+
+    # A clone that never ran the ablation (its pipeline file there, nothing of it run): ordinary commands work.
+    (workspace / "ablation").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "ablation/dvc.yaml", workspace / "ablation/dvc.yaml")
+    try:
+        applied = dvc(workspace, "exp", "apply", "three-samples", check=False)
+        assert applied.returncode == 0 and "ERROR" not in applied.stderr, applied.stderr
+        shown = dvc(workspace, "metrics", "show", check=False)
+        assert "failed to load" not in shown.stderr and "ablation" not in shown.stdout + shown.stderr
+    finally:
+        shutil.rmtree(workspace / "ablation")
+
+
+def test_an_experiment_with_a_key_no_stage_declares_fails_and_is_not_saved(recorded: FirstRun):
+    """`dvc exp run -S +trian.max_steps=3` (DVC's own hint for a mistyped key): every stage's declared params
+    are unchanged, so DVC would restore them all; register depends on the whole params file, runs, and refuses."""
+    workspace = recorded.restore()
+    before = dvc(workspace, "exp", "list", "--name-only").stdout
+    bad = dvc(workspace, "exp", "run", "-S", "+trian.max_steps=3", "-n", "typo", check=False)
+    assert bad.returncode != 0
+    assert "unknown key 'trian'" in bad.stderr + bad.stdout
+    assert ran(bad.stdout) == ["register"]  # nothing upstream ran: the bad param cost nothing
+    assert dvc(workspace, "exp", "list", "--name-only").stdout == before  # no experiment saved
+    assert _versions(workspace) == ["1"]
 
 
 def _set(workspace, key: str, value) -> None:

@@ -81,6 +81,8 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
 
     ws = committed
     params = (ws / "params.yaml").read_bytes()
+    mlflow.set_tracking_uri(f"sqlite:///{ws / 'mlflow.db'}")  # the workspace's default store, the copy's too
+    versions, champion = _versions(), _champion()
     overrides = ["evaluate.max_new_tokens=48", "evaluate.budgets=[24,48]"]
     result = lead_pipeline(overrides=overrides, workspace=str(ws))
 
@@ -120,17 +122,45 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
         output_format="list",
     )
     assert evaluate.data.params["evaluate.max_new_tokens"] == "48"
-    version = result["stages"]["register"]["version"]
-    tags = MlflowClient().get_model_version("lead-e2e", str(version)).tags
-    assert tags["mlflow.parent_run_id"] == parent.info.run_id
+    # A run with overrides is an experiment: it registers nothing and cannot take @champion.
+    registered = result["stages"]["register"]
+    assert registered["registered"] is False and experiment["name"] in registered["reason"]
+    assert _versions() == versions and _champion() == champion
+
+    # The same overrides under `dvc exp run` afterwards: DVC restores what it can from the run cache the flow
+    # filled, but register (not cached: its effect is the registry) runs, and says it registered nothing.
+    record = (ws / "reports/register.json").read_bytes()
+    again = dvc(ws, "exp", "run", "-n", "same-overrides", *(arg for o in overrides for arg in ("-S", o)))
+    assert "Running stage 'register'" in again.stdout and "Restored stage 'register'" not in again.stdout
+    assert json.loads((ws / "reports/register.json").read_text())["registered"] is False
+    assert _versions() == versions and _champion() == champion
+    # The workspace back as the fixture left it, for the tests after this one.
+    dvc(ws, "exp", "remove", "same-overrides")
+    git(ws, "checkout", "--", "params.yaml", "dvc.lock")
+    (ws / "reports/register.json").write_bytes(record)
+    dvc(ws, "checkout", "--force")
+    assert_as_it_was(ws, params)
 
     summary = latest_summary()
-    assert f"`dvc exp apply {experiment['name']}`" in summary and f"`lead-e2e version {version}`" in summary
+    assert f"`dvc exp apply {experiment['name']}`" in summary
     assert "| curate | skipped (up to date) | 60 train" in summary
     assert "| evaluate | ran | " in summary
     assert f"proxy Pass@1 {result['stages']['evaluate']['proxy.pass_at_1']:.3f}, Len" in summary
     assert f"`{evaluate.info.run_id}`" in summary  # the stage's MLflow run (an sqlite store: by its id)
     assert all(f"| {stage} | " in summary for stage in STAGES)
+
+
+def _versions() -> list[str]:
+    return sorted(str(v.version) for v in MlflowClient().search_model_versions("name = 'lead-e2e'"))
+
+
+def _champion() -> str | None:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return str(MlflowClient().get_model_version_by_alias("lead-e2e", "champion").version)
+    except MlflowException:
+        return None
 
 
 def _running_train(ws: Path, flow: subprocess.Popen, log: Path) -> Path:

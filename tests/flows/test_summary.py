@@ -1,6 +1,7 @@
 """The flow's summary of a run: one line per stage from its summary JSON, and the markdown artifact."""
 
-from flows.summary import StageRow, headline, markdown, model_link, run_link, stage_line
+from flows.summary import StageRow, markdown, model_link, run_link, stage_line
+from lead.io.summaries import headline
 
 # The summaries' shapes as the reduced pipeline writes them (tests/flows/conftest.py), trimmed.
 SUMMARIES = {
@@ -43,6 +44,16 @@ def test_each_stage_has_a_headline_from_its_summary():
     assert (
         headline("warmstart", {"enabled": False, "model": "Qwen/Qwen2.5-0.5B"})
         == "off (starts from Qwen/Qwen2.5-0.5B)"
+    )
+    skipped = {
+        "registered": False,
+        "reason": "DVC experiment x: not registered (register.on_experiment is false)",
+    }
+    assert headline("register", skipped) == f"nothing registered: {skipped['reason']}"
+    again = {"model_name": "m", "version": 2, "aliases": ["challenger"], "new_version": False}
+    assert (
+        headline("register", again)
+        == "m version 2 (challenger), registered before (the same model and evaluation)"
     )
     assert headline("train", {}) == "no summary written"
     assert headline("train", {"last_reward": 1.0}) == "summary unreadable (KeyError: 'steps')"

@@ -278,6 +278,17 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
     assert metrics["amc23.len_avg"] is None and metrics["amc23.answered"] == 0.0
     amc = [r for r in _records(eval_params) if r["benchmark"] == "amc23"]
     assert len(amc) == 12 and not any(r["in_context"] or r["correct"] for r in amc)
+    # Every sampled completion, as a table the MLflow UI shows on the evaluate run's page.
+    import mlflow
+
+    (run,) = _evaluate_runs(eval_params)
+    table = json.loads(
+        Path(
+            mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path=evaluate.SAMPLES_TABLE)
+        ).read_text()
+    )
+    assert table["columns"][:2] == ["benchmark", "problem_id"] and table["columns"][-1] == "completion"
+    assert len(table["data"]) == 12  # the 3 proxy problems x 4 samples (the AMC prompts were not sampled)
 
 
 @pytest.mark.slow

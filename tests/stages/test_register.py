@@ -9,7 +9,7 @@ import pytest
 from mlflow import MlflowClient
 
 from lead.config import Params
-from lead.core.registry import UI_MODE
+from lead.core.registry import UI_MODE, protocol
 from lead.io.fingerprint import StaleOutputError, model_fingerprint, publish
 from lead.io.tracking import use_experiment
 from lead.stages import register
@@ -50,10 +50,12 @@ PNG = bytes.fromhex(
 )
 
 
-def evaluated(params: Params, pass_at_1: float, len_avg: float, model=None, logged=None, samples=8) -> str:
+def evaluated(
+    params: Params, pass_at_1: float, len_avg: float, model=None, logged=None, backend="transformers"
+) -> str:
     """What evaluate leaves: metrics.json, its MLflow run (finished, with ``logged`` or the same figures, the
-    ``evaluate.samples`` param and the plots under ``evaluate/``), the manifest naming the model by content.
-    Returns the run id."""
+    ``evaluate.backend`` param -- which is no part of the protocol -- and the plots under ``evaluate/``), the
+    manifest naming the model by content and the protocol measured (``params.evaluate``'s). Returns the run id."""
     out = output_dir(params)
     out.mkdir(parents=True, exist_ok=True)
     metrics = {"proxy.pass_at_1": pass_at_1, "proxy.len_avg": len_avg}
@@ -63,7 +65,7 @@ def evaluated(params: Params, pass_at_1: float, len_avg: float, model=None, logg
     use_experiment(params)
     with mlflow.start_run(run_name="evaluate", tags={"stage": "evaluate"}) as run:
         mlflow.log_metrics(logged or metrics)
-        mlflow.log_param("evaluate.samples", samples)
+        mlflow.log_param("evaluate.backend", backend)
         mlflow.log_artifacts(str(out), artifact_path="evaluate")
     path = model or params.paths.models / "train"
     publish(
@@ -73,6 +75,7 @@ def evaluated(params: Params, pass_at_1: float, len_avg: float, model=None, logg
         model=model_fingerprint(path),
         model_path=str(path),
         mlflow_run_id=run.info.run_id,
+        protocol=protocol(params.evaluate.model_dump(mode="json")),
     )
     return run.info.run_id
 
@@ -82,7 +85,7 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
     first = register.run(params)
     assert first["version"] == 1 and first["promoted"] and first["aliases"] == ["challenger", "champion"]
 
-    evaluated(params, 0.25, 50.0, samples=4)  # shorter but less accurate: stays challenger
+    evaluated(params, 0.25, 50.0, backend="vllm")  # shorter but less accurate: stays challenger
     second = register.run(params)
     assert second["aliases"] == ["challenger"] and not second["promoted"]
     assert any("Pass@1 0.2500 < champion 0.3000" in r for r in second["gate"])
@@ -108,8 +111,8 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
         v2.tags["train.run_id"] == first["lineage"]["train.run_id"]
         and v2.tags["eval.proxy.pass_at_1"] == "0.25"
     )
-    # What differs from the champion's runs (train: the same run; evaluate: 4 samples instead of 8).
-    assert "**Params changed vs \\@champion (v1)**: `evaluate.samples` 8 → 4." in v2.description
+    # What differs from the champion's runs (train: the same run; evaluate: another backend).
+    assert "**Params changed vs \\@champion (v1)**: `evaluate.backend` transformers → vllm." in v2.description
     assert "| proxy | 0.2500 | 0.3000 | -0.0500 | 50.0 | 60.0 | -10.0 |" in v2.description
     assert "(version 1)" in v2.description and "gate failed" in v2.description
     assert "@champion" not in v2.description.replace("\\@champion", "")  # escaped: not a GitHub mention
@@ -123,7 +126,10 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
     )
     assert r2.data.metrics == {"proxy.pass_at_1": 0.25, "proxy.len_avg": 50.0}
     assert r1.data.metrics["proxy.pass_at_1"] == 0.30
-    assert (r1.data.params["evaluate.samples"], r2.data.params["evaluate.samples"]) == ("8", "4")
+    assert (r1.data.params["evaluate.backend"], r2.data.params["evaluate.backend"]) == (
+        "transformers",
+        "vllm",
+    )
     assert r2.data.params["train.max_steps"] == "100" and r2.data.params["register.model_name"] == "lead-test"
     links = dict(re.findall(r"\[([^\]]+)\]\(([^)]+)\)", v2.description))
     evaluate_run = client.get_run(v2.tags["evaluate.run_id"])
@@ -150,13 +156,39 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
     assert "by gate" in client.get_model_version("lead-test", "3").tags["champion.promoted"]
     assert "(by v3)" in client.get_model_version("lead-test", "1").tags["champion.replaced"]
 
-    register.promote(params, "2", "shorter answers matter more for this release")
+    promoted = register.promote(params, "2", "shorter answers matter more for this release")
     assert str(client.get_model_version_by_alias("lead-test", "champion").version) == "2"
+    assert promoted["failed_gate"].startswith("gate failed")  # said, and recorded with the move
     assert (
-        "hand (lead promote): shorter" in client.get_model_version("lead-test", "2").tags["champion.promoted"]
+        "hand (lead promote, over the gate failed: "
+        in client.get_model_version("lead-test", "2").tags["champion.promoted"]
     )
+    assert register.promote(params, "3", "back to the best")["failed_gate"] is None
     loaded = mlflow.transformers.load_model("models:/lead-test@champion", return_type="components")
     assert loaded["model"].num_parameters() > 0
+
+
+def test_params_changed_are_the_users_knobs_each_once():
+    logged = {"max_steps": "4", "train.max_steps": "4", "resolved.lead.alpha": "1.0", "evaluate.samples": "8"}
+    assert register.params_keys(logged) == {"train.max_steps": "4", "evaluate.samples": "8"}
+
+
+def test_the_protocol_is_the_evaluations_and_the_same_evaluation_is_one_version(params: Params):
+    evaluated(params, 0.30, 60.0)
+    params.evaluate.temperature, params.evaluate.samples = 0.1, 4  # not what the evaluation ran with
+    with pytest.raises(
+        StaleOutputError, match=r"other evaluate params than these: samples 8 \(params: 4\), temp"
+    ):
+        register.run(params)
+    params.evaluate.temperature, params.evaluate.samples = 0.6, 8
+    first = register.run(params)
+    again = register.run(params)  # the same model, the same evaluation: no copy
+    assert (first["new_version"], again["new_version"], again["version"]) == (True, False, first["version"])
+    assert again["aliases"] == ["challenger", "champion"] and "version 1 already" in again["reason"]
+    mlflow.set_tracking_uri(params.tracking.uri)
+    version = MlflowClient().get_model_version("lead-test", "1")
+    assert "8 samples/problem, T=0.6" in version.description
+    assert len(MlflowClient().search_model_versions("name = 'lead-test'")) == 1
 
 
 def test_scores_of_another_model_are_refused_before_anything_is_registered(

@@ -269,3 +269,21 @@ def test_paths_that_stages_write_stay_inside_the_workspace(tmp_path, monkeypatch
         runner.invoke(app, ["params", "--check", "--params", params, "-S", "paths.curated=../x"]).exit_code
         == 0
     )
+
+
+def test_results_says_what_each_stage_did_and_where_the_results_are(tmp_path, monkeypatch):
+    workspace = tmp_path / "ws"
+    monkeypatch.chdir(tmp_path)  # paths in params.yaml are relative to where the commands run: the workspace
+    (workspace / "reports" / "calibrate").mkdir(parents=True)
+    monkeypatch.chdir(workspace)
+    (workspace / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    summary = {"kept": 3, "problems": 5, "keep_rule": "0 < pass_rate < 1", "mean_pass_rate": 0.4}
+    (workspace / "reports/calibrate/summary.json").write_text(json.dumps(summary))
+    result = runner.invoke(app, ["results", "--params", str(workspace / "params.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "calibrate: kept 3 of 5 (0 < pass_rate < 1); mean pass rate 0.400" in result.output
+    assert "train: no summary written" in result.output
+    assert (
+        "reports/evaluate/samples.parquet" in result.output
+        and "mlflow ui --backend-store-uri" in result.output
+    )

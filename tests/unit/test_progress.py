@@ -29,6 +29,13 @@ def test_a_minute_without_a_tenth_still_prints(capsys, monkeypatch):
     assert _lines(capsys) == ["train: 2/1000 (0 %), 0.03/s, 8:27:19 left"]  # 998 left at 2 per 61 s
 
 
+def test_a_long_status_stays_on_its_line(capsys):
+    tracker = progress.open_progress("warmstart (SFT)", 10)
+    tracker.update(advance=1, status="loss=0.175 mean_token_accuracy=0.931 " + "x" * 60)
+    (line,) = _lines(capsys)
+    assert line.startswith("warmstart (SFT): 1/10 (10 %)") and line.endswith("x" * 60)
+
+
 def test_the_trainer_callback_shows_on_the_main_process_only(capsys):
     from lead.training.callbacks import RichProgressCallback
 

@@ -12,6 +12,15 @@ from tests.conftest import ROOT, tmp_params
 PARAMS = str(ROOT / "params.yaml")
 
 
+def test_a_stage_ends_by_saying_what_it_did(capsys):
+    summary = {"kept": 7, "problems": 9, "keep_rule": "0 < pass_rate < 1", "mean_pass_rate": 0.5}
+    stage_main("calibrate", lambda params: summary, ["--params", PARAMS])
+    assert (
+        capsys.readouterr().out.splitlines()[-1]
+        == "calibrate: kept 7 of 9 (0 < pass_rate < 1); mean pass rate 0.500"
+    )
+
+
 def test_stage_main_applies_the_recipe_then_the_overrides(tmp_path):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("train: {max_steps: 7, alpha: 0.5}\nevaluate: {samples: 3}\n")
