@@ -646,7 +646,9 @@ class TrainParams(Section):
     seed: Seed = Field(0, description="seed of training (rollout sampling, any random init) and data order")
     # checkpoints, logging, hardware
     save_steps: int = Field(25, ge=1, le=10_000_000, description="checkpoint every N steps (resume point)")
-    logging_steps: int = Field(5, ge=1, le=10_000_000, description="log training metrics every N steps")
+    logging_steps: int = Field(
+        1, ge=1, le=10_000_000, description="log training metrics (and a table of completions) every N steps"
+    )
     # validation on a dev split held out of the RL pool (never an evaluation benchmark: the pool is decontaminated)
     dev_problems: int = Field(0, ge=0, le=1_000_000, description="problems held out for validation; 0 = none")
     eval_steps: int = Field(25, ge=1, le=10_000_000, description="validate every N steps")

@@ -213,6 +213,18 @@ def evidence_params(client, ev: Evidence) -> dict[str, str]:
     return out
 
 
+# The version tags that say where it came from (run() writes them; register.json repeats them).
+LINEAGE_TAGS = (
+    "git.commit",
+    "dvc.train_data_md5",
+    "dvc.model_md5",
+    "model.fingerprint",
+    "params.fingerprint",
+    "train.preset",
+    "train.run_id",
+    "evaluate.run_id",
+    "mlflow.parent_run_id",
+)
 TRAIN_STAGES = ("train", "train_stage2")  # the stages whose model (<paths.models>/<stage>) can be registered
 REGISTERING, REGISTERED = "registering", "registered"  # tag lead.state: a version is complete once registered
 
@@ -418,6 +430,7 @@ def run(params: Params) -> dict[str, Any]:
         f"{e['max_new_tokens']} tokens, protocol {proto}"
     )
     name = params.register_.model_name
+    _remove_unfinished(client, name, ev.fingerprint)  # what a killed register left half-made, in any case
     existing = registered_version(client, name, ev.fingerprint, proto, scores)
     if existing is not None:  # the same model, evaluated the same way, with the same figures: one version
         summary = {
@@ -427,6 +440,7 @@ def run(params: Params) -> dict[str, Any]:
             "version": int(existing.version),
             "aliases": sorted(client.get_model_version(name, existing.version).aliases),
             "reason": f"the same model and evaluation are version {existing.version} already",
+            "lineage": {k: v for k, v in existing.tags.items() if k in LINEAGE_TAGS},
         }
         write_json(report_path(params), summary)
         return summary
@@ -443,7 +457,6 @@ def run(params: Params) -> dict[str, Any]:
             "evaluate.run_id": ev.evaluate_run_id,
             "mlflow.parent_run_id": parent or "none",
         }
-        _remove_unfinished(client, name, ev.fingerprint)
         # The version's Source Run is this run: it holds the evidence, so that the UI's run page and its
         # version Compare show the registered figures and the params they were trained and evaluated with.
         own = client.get_run(run.info.run_id).data.params  # register.* (stage_run logged them)

@@ -32,7 +32,7 @@ from typing import Any
 
 from lead.config import Params, ParamsError, did_you_mean
 from lead.core import difficulty
-from lead.io.files import atomic_path, link_tree, write_json
+from lead.io.files import atomic_path, link_tree, write_json, write_text
 from lead.io.fingerprint import (
     StaleOutputError,
     code_fingerprint,
@@ -473,7 +473,7 @@ def train_phase(
 
     from lead.io.sampling import context_window
     from lead.io.tracking import stage_run
-    from lead.training.callbacks import RichProgressCallback
+    from lead.training.callbacks import CompletionsTable, RichProgressCallback
     from lead.training.checkpoints import SealCheckpoints, last_complete_checkpoint
     from lead.training.presets import resolve
     from lead.training.trainer import LEADTrainer
@@ -509,6 +509,7 @@ def train_phase(
             if not previous:  # what the preset resolved to: the objective actually trained
                 mlflow.log_params({f"resolved.{k}": v for k, v in resolved.record().items()})
         tokenizer = AutoTokenizer.from_pretrained(start, trust_remote_code=params.train.trust_remote_code)
+        table = CompletionsTable()
         trainer = LEADTrainer(
             model=start,
             args=grpo_config(
@@ -518,10 +519,11 @@ def train_phase(
             eval_dataset=Dataset.from_list(dev) if dev else None,
             processing_class=tokenizer,
             lead=resolved.lead,
-            callbacks=[RichProgressCallback(f"{stage} (GRPO-LEAD)"), SealCheckpoints()],
+            callbacks=[RichProgressCallback(f"{stage} (GRPO-LEAD)"), SealCheckpoints(), table],
             peft_config=lora_config(params.train.lora),
         )
         trainer.remove_callback(PrinterCallback)
+        table.rows = lambda: trainer._lead_rows
         result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
         _save(trainer, tokenizer, final, lora=params.train.lora.enabled, state=state)
         history = [h for h in trainer.state.log_history if "reward" in h]
@@ -544,6 +546,16 @@ def train_phase(
             "seconds": round(time.perf_counter() - started, 1),
             "first_reward": history[0]["reward"] if history else None,
             "last_reward": history[-1]["reward"] if history else None,
+            # per logged step: the training curves (train_curves.csv/.png; not in the stage's metrics file)
+            "curve": [
+                {
+                    "step": h["step"],
+                    "reward": h["reward"],
+                    "length": h.get("lead/length_mean"),
+                    "correct": h.get("lead/share_correct"),
+                }
+                for h in history
+            ],
             "mlflow_run_id": run.info.run_id if main else None,
             "identity": identity,
         }
@@ -630,19 +642,50 @@ def run(params: Params, *, output: Path | None = None, checkpoints: Path | None 
     )
     summary = train_phase(params, rows, dev, start, final, ckpt, "train", start_fingerprint)
     if manifest:
-        publish_training(state, params, "train", summary)
-    return summary
+        publish_training(state, params, "train", summary, curves=True)
+    return {k: v for k, v in summary.items() if k != "curve"}
 
 
-def publish_training(state, params: Params, stage: str, summary: dict[str, Any]) -> None:
-    """The main process writes ``<paths.reports>/<stage>.json`` and, last, the stage's manifest: the model by
-    content, the MLflow run that trained it, the run's identity."""
+def publish_training(
+    state, params: Params, stage: str, summary: dict[str, Any], *, curves: bool = False
+) -> None:
+    """The main process writes ``<paths.reports>/<stage>.json`` (the summary without its per-step curve), with
+    ``curves`` the curve as ``<stage>_curves.csv`` and ``.png`` (:func:`write_curves`), and, last, the stage's
+    manifest: the model by content, the MLflow run that trained it, the run's identity."""
     if not state.is_main_process:
         return
     report = params.paths.reports / f"{stage}.json"
-    write_json(report, summary)
+    write_json(report, {k: v for k, v in summary.items() if k != "curve"})
+    outputs = [report]
+    if curves:
+        outputs += write_curves(params.paths.reports / f"{stage}_curves", summary.get("curve") or [])
     facts = {k: summary.get(k) for k in ("model", "mlflow_run_id", "identity")}
-    publish(manifest_path(params, stage), stage, [report], **facts)
+    publish(manifest_path(params, stage), stage, outputs, **facts)
+
+
+def write_curves(stem: Path, curve: list[dict[str, Any]]) -> list[Path]:
+    """Reward, completion length and share correct per logged step: ``<stem>.csv`` (the numbers) and ``<stem>.png``
+    (two panels), which ``dvc plots diff`` shows side by side for two experiments or commits."""
+    from matplotlib.figure import Figure
+
+    table = stem.with_suffix(".csv")
+    rows = "".join(
+        f"{p['step']},{p['reward']},{'' if p['length'] is None else p['length']},"
+        f"{'' if p['correct'] is None else p['correct']}\n"
+        for p in curve
+    )
+    write_text(table, "step,reward,length,correct\n" + rows)
+    fig = Figure(figsize=(8, 3.2), layout="constrained")
+    reward, length = fig.subplots(1, 2)
+    steps = [p["step"] for p in curve]
+    reward.plot(steps, [p["reward"] for p in curve], color="tab:blue")
+    reward.set(xlabel="step", ylabel="mean reward", title="reward")
+    length.plot(steps, [p["length"] for p in curve], color="tab:orange")
+    length.set(xlabel="step", ylabel="tokens", title="completion length")
+    image = stem.with_suffix(".png")
+    with atomic_path(image) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    return [table, image]
 
 
 def main(argv: list[str] | None = None) -> None:

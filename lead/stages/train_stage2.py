@@ -94,6 +94,7 @@ def run(params: Params) -> dict[str, Any]:
     )
     summary = {"enabled": True, **summary}
     train.publish_training(state, params, STAGE, summary)
+    summary.pop("curve", None)
     return summary
 
 

@@ -1,4 +1,5 @@
-"""Trainer callbacks: the progress of a transformers/TRL training run (:mod:`lead.io.progress`)."""
+"""Trainer callbacks: the progress of a transformers/TRL training run (:mod:`lead.io.progress`), and the table of
+a logged step's completions in the run's MLflow record."""
 
 from __future__ import annotations
 
@@ -38,3 +39,27 @@ class RichProgressCallback(TrainerCallback):
         if self._tracker is not None:
             self._tracker.close()
             self._tracker = None
+
+
+class CompletionsTable(TrainerCallback):
+    """At every log of a training step, the completions the step trained on -- prompt, completion, gold answer,
+    outcome, tokens, reward, advantage; the main process's part of the batch -- as an MLflow table
+    (``completions/step_NNNNN.json``), which the run page shows as a grid: a reviewer reads what the policy
+    wrote and how it was scored at any step. ``rows`` returns the trainer's last batch (set after the trainer
+    is built)."""
+
+    def __init__(self) -> None:
+        self.rows: Any = None
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        if not state.is_world_process_zero or self.rows is None or not logs or "reward" not in logs:
+            return
+        rows = self.rows()
+        if not rows:
+            return
+        import mlflow
+
+        if mlflow.active_run() is not None:
+            mlflow.log_table(data=dict(rows), artifact_file=f"completions/step_{state.global_step:05d}.json")

@@ -123,6 +123,8 @@ class LEADTrainer(GRPOTrainer):
         self.answer_column = answer_column
         self._lead_batch: dict[str, np.ndarray] = {}
         self._lead_grader: dict[str, float] = {}
+        # This process's part of the last batch, one row per completion (CompletionsTable logs it).
+        self._lead_rows: dict[str, list[Any]] = {}
 
     # -- TRL seam 1: rewards on the gathered batch -------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -132,6 +134,13 @@ class LEADTrainer(GRPOTrainer):
         texts = [completion_text(c) for c in completions]
         golds = [x[self.answer_column] for x in inputs]
         outcomes, stats = classify(texts, golds, truncated, self.lead)
+        self._lead_rows = {
+            "prompt": [completion_text(p) for p in prompts],
+            "completion": texts,
+            "gold": [str(g) for g in golds],
+            "outcome": [o.value for o in outcomes],
+            "tokens": [len(ids) for ids in completion_ids_list],
+        }
         counts = torch.tensor(
             [stats.total, *(getattr(stats, name) for name in GRADER_FIELDS)], device=device, dtype=torch.long
         )
@@ -195,6 +204,8 @@ class LEADTrainer(GRPOTrainer):
             dtype=output["advantages"].dtype,
             device=output["advantages"].device,
         )
+        self._lead_rows["reward"] = batch["rewards"][start : start + local].tolist()
+        self._lead_rows["advantage"] = advantages[start : start + local].tolist()
         # TRL buffered its own advantages for the completions table; it prints them only at the next log.
         logged = self._logs["advantages"]
         for i, value in enumerate(advantages.tolist(), start=len(logged) - len(advantages)):

@@ -36,7 +36,12 @@ EXEMPT = {
     # must not rerun a stage)
     "params": ("tracking", "paths.resume"),
     # modules that only present or log: editing them changes no output
-    "modules": ("lead/io/progress.py", "lead/io/tracking.py", "lead/training/callbacks.py"),
+    "modules": (
+        "lead/io/progress.py",
+        "lead/io/tracking.py",
+        "lead/io/summaries.py",  # the line each stage ends with
+        "lead/training/callbacks.py",
+    ),
     # files: the params file (checked key by key above), DVC's and git's own state (register reads git and
     # dvc.lock for its lineage tags: a dependency on dvc.lock would make register stale after every run),
     # MLflow's local store, caches of Python and of the packaging

@@ -234,8 +234,8 @@ def test_a_reviewer_can_click_through_the_challengers_version_page(params: Param
     with server_for(tmp_path) as ready:
         evaluated(params, 0.30, 60.0)
         register.run(params)  # v1: @champion
-        evaluated(params, 0.25, 50.0, samples=4)
-        register.run(params)  # v2: @challenger (less accurate), evaluated with 4 samples instead of 8
+        evaluated(params, 0.25, 50.0, backend="vllm")
+        register.run(params)  # v2: @challenger (less accurate), evaluated on another backend
         mlflow.set_tracking_uri(params.tracking.uri)
         client = MlflowClient()
         name = params.register_.model_name
@@ -261,14 +261,14 @@ def test_a_reviewer_can_click_through_the_challengers_version_page(params: Param
             "version": (page_url, version_page),
             "source": (
                 f"{base}/{source_run}?workflowType=machine_learning",
-                (*run_page, "evaluate.samples", "train.max_steps"),
+                (*run_page, "evaluate.backend", "train.max_steps"),
             ),
             "evaluate": (urllib.parse.urljoin(page_url, runs["evaluate run"]), run_page),
             "plot": (
                 urllib.parse.urljoin(page_url, dict(described)["accuracy_vs_length"]),
                 (f'alt="evaluate/{ACCURACY_PLOT}"',),
             ),
-            "compare": (compare, ("evaluate.samples", "proxy.pass_at_1")),
+            "compare": (compare, ("evaluate.backend", "proxy.pass_at_1")),
         }
         with ThreadPoolExecutor(3) as pool:  # Chromium mostly waits on the server: three at a time
             rendered = {
@@ -295,11 +295,11 @@ def test_a_reviewer_can_click_through_the_challengers_version_page(params: Param
         shown = dom_text(doms[key])
         assert "proxy.pass_at_1 0.25" in shown and "proxy.len_avg 50" in shown, (key, shown[:2000])
     shown = dom_text(doms["source"])
-    assert "evaluate.samples 4" in shown and "train.max_steps 100" in shown, shown[:2000]
+    assert "evaluate.backend vllm" in shown and "train.max_steps 100" in shown, shown[:2000]
     # The plot's viewer page shows the image; Compare shows the params that differ and both versions' metrics.
     assert any(i.get("alt") == f"evaluate/{ACCURACY_PLOT}" for i in Page(doms["plot"]).images)
     shown = dom_text(doms["compare"])
-    assert "evaluate.samples 8 4" in shown and "proxy.pass_at_1 0.3 0.25" in shown, shown[:3000]
+    assert "evaluate.backend transformers vllm" in shown and "proxy.pass_at_1 0.3 0.25" in shown, shown[:3000]
 
     # Every link of the description resolves to what it names (HTTP 200, and the thing exists).
     assert sorted(followed.values()) == ["artifact", "artifact", "file", "file", "run", "run", "version"], (

@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import mlflow
 import numpy as np
@@ -55,7 +56,7 @@ def test_train_stage_saves_the_model_and_logs_lead_metrics(rl_params):
 
     summary = train.run(rl_params)
     assert summary["steps"] == 2 and summary["resumed_from"] is None
-    assert json.loads((rl_params.paths.reports / "train.json").read_text()) == summary
+    assert json.loads((rl_params.paths.reports / "train.json").read_text()) == summary  # (without the curve)
     published = json.loads((rl_params.paths.models / "train.manifest.json").read_text())
     assert published["model"] == summary["model"] and published["mlflow_run_id"] == summary["mlflow_run_id"]
     AutoModelForCausalLM.from_pretrained(str(train.model_dir(rl_params)))
@@ -73,6 +74,28 @@ def test_train_stage_saves_the_model_and_logs_lead_metrics(rl_params):
     ):
         assert key in run.data.metrics, key
     assert run.data.params["train.preset"] == "paper"
+    # A point per step (logging_steps 1), the curves as a plot and its numbers, and the completions of each
+    # logged step as an MLflow table.
+    client = mlflow.MlflowClient()
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "reward")] == [1, 2]
+    curves = (rl_params.paths.reports / "train_curves.csv").read_text().splitlines()
+    assert curves[0] == "step,reward,length,correct" and [line.split(",")[0] for line in curves[1:]] == [
+        "1",
+        "2",
+    ]
+    assert (rl_params.paths.reports / "train_curves.png").stat().st_size > 0
+    assert "curve" not in json.loads((rl_params.paths.reports / "train.json").read_text())
+    logged = {a.path for a in client.list_artifacts(run.info.run_id, "completions")}
+    assert logged == {"completions/step_00001.json", "completions/step_00002.json"}
+    table = json.loads(
+        Path(
+            mlflow.artifacts.download_artifacts(
+                run_id=run.info.run_id, artifact_path="completions/step_00002.json"
+            )
+        ).read_text()
+    )
+    assert table["columns"] == ["prompt", "completion", "gold", "outcome", "tokens", "reward", "advantage"]
+    assert len(table["data"]) == rl_params.train.batch_size
 
 
 def test_validation_on_a_held_out_dev_split_hands_on_the_best_checkpoint(rl_params):

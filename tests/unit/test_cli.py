@@ -229,9 +229,16 @@ def test_lead_ablation_is_dvc_repro_of_the_ablation_pipeline_or_a_dvc_experiment
 
 def test_serve_refuses_a_host_other_machines_reach_without_a_key(monkeypatch):
     monkeypatch.delenv("LEAD_SERVE_API_KEY", raising=False)
-    monkeypatch.setattr(os, "execve", lambda *a: pytest.fail("a server was started"))
+
+    class Started(Exception):
+        """os.execve was reached: a server would have replaced this process."""
+
+    def execve(*args):
+        raise Started
+
+    monkeypatch.setattr(os, "execve", execve)
     result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--params", PARAMS])
-    assert result.exit_code == 2
+    assert result.exit_code == 2 and not isinstance(result.exception, Started)
     assert "refusing to serve on 0.0.0.0 without LEAD_SERVE_API_KEY" in " ".join(result.output.split())
     # An explicit flag overrides it, with a warning (the command then goes on to the model).
     result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--insecure", "--params", PARAMS])
