@@ -171,10 +171,23 @@ def _fmt(value: float | None, digits: int) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+# MLflow's UI draws a description's table cells without padding: headers and figures would run together.
+_PAD = "&nbsp;&nbsp;"
+
+
 def comparison_table(candidate: Scores, champion: Scores | None, champion_label: str = "champion") -> str:
     """A markdown table: Pass@1 and Len_avg of the candidate against the champion, with the differences."""
+    heads = [
+        "benchmark",
+        "Pass@1",
+        f"{champion_label} Pass@1",
+        "Δ",
+        "Len_avg",
+        f"{champion_label} Len_avg",
+        "Δ",
+    ]
     lines = [
-        f"| benchmark | Pass@1 | {champion_label} Pass@1 | Δ | Len_avg | {champion_label} Len_avg | Δ |",
+        "| " + " | ".join(f"{_PAD}{h}{_PAD}" for h in heads) + " |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for bench, cand in candidate.items():
@@ -183,11 +196,138 @@ def comparison_table(candidate: Scores, champion: Scores | None, champion_label:
         n, n0 = cand.get("len_avg"), champ.get("len_avg")
         dp = None if p is None or p0 is None else p - p0
         dn = None if n is None or n0 is None else n - n0
-        lines.append(
-            f"| {bench} | {_fmt(p, 4)} | {_fmt(p0, 4)} | {'' if dp is None else f'{dp:+.4f}'} "
-            f"| {_fmt(n, 1)} | {_fmt(n0, 1)} | {'' if dn is None else f'{dn:+.1f}'} |"
-        )
+        cells = [bench, _fmt(p, 3), _fmt(p0, 3), "" if dp is None else f"{dp:+.3f}"]
+        cells += [_fmt(n, 1), _fmt(n0, 1), "" if dn is None else f"{dn:+.1f}"]
+        lines.append(_row(cells))
     return "\n".join(lines)
+
+
+def _row(cells: Sequence[str]) -> str:
+    """One markdown table row, each cell padded (:data:`_PAD`)."""
+    return "| " + " | ".join(f"{_PAD}{c}{_PAD}" for c in cells) + " |"
+
+
+# --------------------------------------------------------------------------------------------------
+# What a reviewer reads: answers, problem by problem
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ProblemResult:
+    """One problem of an evaluation: how many of its samples were correct, and its most common answer."""
+
+    benchmark: str
+    problem_id: str
+    gold: str
+    correct: int
+    samples: int
+    answer: str | None
+
+    @property
+    def solved(self) -> bool:
+        """Solved by most samples (at least half correct)."""
+        return 2 * self.correct >= self.samples > 0
+
+
+def problem_results(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], ProblemResult]:
+    """Evaluate's sample records (``benchmark, problem_id, gold, answer, correct``) as one result per problem;
+    the answer shown is the most common one (ties: the first seen).
+
+    >>> rows = [{"benchmark": "b", "problem_id": "p", "gold": "4", "answer": a, "correct": a == "4"} for a in "454"]
+    >>> problem_results(rows)[("b", "p")]
+    ProblemResult(benchmark='b', problem_id='p', gold='4', correct=2, samples=3, answer='4')
+    """
+    grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        grouped.setdefault((str(row["benchmark"]), str(row["problem_id"])), []).append(row)
+    out = {}
+    for key, group in grouped.items():
+        answers = [r["answer"] for r in group if r["answer"] is not None]
+        common = max(answers, key=answers.count) if answers else None
+        correct = sum(bool(r["correct"]) for r in group)
+        out[key] = ProblemResult(key[0], key[1], str(group[0]["gold"]), correct, len(group), common)
+    return out
+
+
+def changed_problems(
+    candidate: Mapping[tuple[str, str], ProblemResult],
+    champion: Mapping[tuple[str, str], ProblemResult],
+    most: int = 3,
+) -> tuple[list[tuple[ProblemResult, ProblemResult]], list[tuple[ProblemResult, ProblemResult]]]:
+    """(newly failed, newly solved): the problems both evaluated that the champion solves and the candidate
+    does not, and the reverse (:attr:`ProblemResult.solved`), the largest changes of pass rate first, at most
+    ``most`` of each, as (candidate, champion) pairs."""
+    both = [(candidate[k], champion[k]) for k in sorted(candidate) if k in champion]
+
+    def change(pair: tuple[ProblemResult, ProblemResult]) -> float:
+        a, b = pair
+        return a.correct / a.samples - b.correct / b.samples
+
+    failed = sorted((p for p in both if p[1].solved and not p[0].solved), key=change)
+    solved = sorted((p for p in both if p[0].solved and not p[1].solved), key=change, reverse=True)
+    return failed[:most], solved[:most]
+
+
+def _clip(text: str, most: int = 280) -> str:
+    """One line of a completion for a table cell: whitespace collapsed, pipes escaped, the end kept when long
+    (where the answer is)."""
+    flat = " ".join(str(text).split()).replace("|", "\\|")
+    return flat if len(flat) <= most else "…" + flat[-most:]
+
+
+def review_section(
+    candidate_rows: Sequence[Mapping[str, Any]],
+    champion_rows: Sequence[Mapping[str, Any]] | None,
+    champion_label: str,
+    plot: str | None = None,
+) -> str:
+    """The description's reading section: the accuracy-vs-length plot itself (``plot``: its URL), the problems
+    the candidate newly fails and newly solves against the champion with both answers, and the candidate's
+    shortest and longest correct completions.
+
+    >>> rows = [{"benchmark": "b", "problem_id": "p", "gold": "4", "answer": "4", "correct": True,
+    ...          "tokens": 9, "completion": "2+2 = 4, so 4", "in_context": True}]
+    >>> print(review_section(rows, None, "v1"))
+    **Shortest correct answer** (b p, 9 tokens): 2+2 = 4, so 4
+    <BLANKLINE>
+    **Longest correct answer** (b p, 9 tokens): 2+2 = 4, so 4
+    """
+    parts = []
+    if plot:
+        parts += [f"![accuracy against answer length]({plot})"]
+    if champion_rows is not None:
+        failed, solved = changed_problems(problem_results(candidate_rows), problem_results(champion_rows))
+        for title, pairs in (("Newly failed", failed), ("Newly solved", solved)):
+            if not pairs:
+                parts += [f"**{title}** against {champion_label}: none."]
+                continue
+            lines = [
+                f"**{title}** against {champion_label}:",
+                "",
+                _row(["problem", "gold", "this version", champion_label]),
+                "|---|---|---|---|",
+            ]
+            for mine, theirs in pairs:
+                lines.append(
+                    _row(
+                        [
+                            f"{mine.benchmark} {_clip(mine.problem_id, 40)}",
+                            _clip(mine.gold, 40),
+                            f"{_clip(mine.answer or '(no answer)', 40)} ({mine.correct}/{mine.samples})",
+                            f"{_clip(theirs.answer or '(no answer)', 40)} ({theirs.correct}/{theirs.samples})",
+                        ]
+                    )
+                )
+            parts.append("\n".join(lines))
+    correct = sorted(
+        (r for r in candidate_rows if r.get("correct") and r.get("in_context", True)),
+        key=lambda r: r["tokens"],
+    )
+    if correct:
+        for title, row in (("Shortest", correct[0]), ("Longest", correct[-1])):
+            parts.append(
+                f"**{title} correct answer** ({row['benchmark']} {row['problem_id']}, {row['tokens']} tokens): "
+                f"{_clip(row['completion'])}"
+            )
+    return "\n\n".join(parts)
 
 
 def description(
@@ -201,11 +341,13 @@ def description(
     runs: Mapping[str, str] | None = None,
     plots: Mapping[str, str] | None = None,
     changed: Sequence[ParamChange] | None = None,
+    review: str | None = None,
 ) -> str:
     """The model version's description: what was trained, the table against the champion, the verdict, the
-    params that differ from the champion's (``changed``; None: not known), links to the runs that hold the
-    evidence (``runs``: label → link) and to the plots (``plots``). Mentions are escaped
-    (:func:`escape_mentions`); links are written as given (see :func:`ui_run_link`)."""
+    params that differ from the champion's (``changed``; None: not known), the reading section (``review``:
+    :func:`review_section`), links to the runs that hold the evidence (``runs``: label → link) and to the plots
+    (``plots``). Mentions are escaped (:func:`escape_mentions`); links are written as given (see
+    :func:`ui_run_link`)."""
     label = f"v{champion_version}" if champion_version else "champion"
     parts = [
         f"**Evaluation** ({protocol_text}) against the current @champion"
@@ -219,6 +361,8 @@ def description(
     ]
     if champion_version and changed is not None:
         parts += ["", params_changed_text(changed, label)]
+    if review:
+        parts += ["", review]
     if runs:
         parts += ["", "**Runs**: " + ", ".join(f"[{k}]({v})" for k, v in runs.items())]
     if plots:

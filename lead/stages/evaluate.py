@@ -161,23 +161,25 @@ def _score_benchmark(name: str, bench: _Prepared, groups: list[list[Any]], n: in
 
 
 SAMPLES_TABLE = "evaluate/samples.json"  # the records as an MLflow table artifact of the evaluate run
+# What decides a verdict first (the UI shows the first few columns without scrolling), then the completion.
 TABLE_COLUMNS = (
-    "benchmark",
     "problem_id",
-    "seed",
-    "sample",
-    "gold",
     "answer",
     "correct",
+    "gold",
+    "completion",
     "tokens",
     "finished",
+    "benchmark",
+    "seed",
+    "sample",
 )
 
 
 def _review_table(records: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    """The records as MLflow table columns: what decided each verdict first, the completion last."""
+    """The sampled records as MLflow table columns (:data:`TABLE_COLUMNS`)."""
     rows = [r for r in records if r["in_context"]]
-    return {**{c: [r[c] for r in rows] for c in TABLE_COLUMNS}, "completion": [r["completion"] for r in rows]}
+    return {c: [r[c] for r in rows] for c in TABLE_COLUMNS}
 
 
 def _write_records(path: Path, records: list[dict[str, Any]]) -> None:

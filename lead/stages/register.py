@@ -59,6 +59,7 @@ from lead.io.files import repo_root, write_json
 from lead.io.fingerprint import StaleOutputError, read_verified, value_fingerprint, verify
 from lead.io.tracking import ENDED_BY_TAG, PARENT_RUN_ENV, tracking_uri
 from lead.stages._common import manifest_path, published_model, stage_main
+from lead.stages.evaluate import ACCURACY_PLOT, BUDGET_PLOT
 
 CHAMPION, CHALLENGER = "champion", "challenger"
 # What the transformers flavor needs to load the model again, pinned to the versions in this environment.
@@ -184,8 +185,6 @@ def review_links(client, ev: Evidence, name: str, champion) -> tuple[dict[str, s
     """The description's links, as UI routes and server URLs relative to the UI's page (the forms of
     :mod:`lead.core.registry`), for what exists: the evaluate run (its metrics are the registered figures), the
     train run, the champion's version; the plots the evaluate run holds (viewer page, and the file itself)."""
-    from lead.stages.evaluate import ACCURACY_PLOT, BUDGET_PLOT
-
     runs: dict[str, str] = {}
     for label, run_id in (("evaluate run", ev.evaluate_run_id), ("train run", ev.train_run_id)):
         experiment = _experiment_of(client, run_id)
@@ -202,6 +201,44 @@ def review_links(client, ev: Evidence, name: str, champion) -> tuple[dict[str, s
             plots[plot.removesuffix(".png")] = registry.ui_run_link(experiment, ev.evaluate_run_id, path)
             plots[f"{plot} (file)"] = registry.artifact_file_link(ev.evaluate_run_id, path)
     return runs, plots
+
+
+def candidate_samples(params: Params) -> list[dict[str, Any]]:
+    """Evaluate's sample records of the model being registered, when the evaluation's manifest names them (the
+    bytes checked are the bytes read); none otherwise."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from lead.stages.evaluate import RECORDS, output_dir
+
+    try:
+        content, _ = read_verified(
+            manifest_path(params, "evaluate"), "evaluate", output_dir(params) / RECORDS
+        )
+    except StaleOutputError:
+        return []
+    return pq.read_table(io.BytesIO(content)).to_pylist()
+
+
+def champion_samples(client, champion) -> list[dict[str, Any]] | None:
+    """The champion's sample records, from its evaluate run (None: no champion, or its run holds none)."""
+    import tempfile
+
+    import pyarrow.parquet as pq
+    from mlflow.exceptions import MlflowException
+
+    from lead.stages.evaluate import RECORDS
+
+    run_id = champion.tags.get("evaluate.run_id") if champion is not None else None
+    if not run_id:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(run_id, f"evaluate/{RECORDS}", tmp)
+        except (MlflowException, OSError):
+            return None
+        return pq.read_table(path).to_pylist()
 
 
 def evidence_params(client, ev: Evidence) -> dict[str, str]:
@@ -471,6 +508,14 @@ def run(params: Params) -> dict[str, Any]:
         )
         champion = _champion(client, name)
         runs, plots = review_links(client, ev, name, champion)
+        review = registry.review_section(
+            candidate_samples(params),
+            champion_samples(client, champion),
+            f"v{champion.version}" if champion else "champion",
+            plot=registry.artifact_file_link(ev.evaluate_run_id, f"evaluate/{ACCURACY_PLOT}")
+            if f"{ACCURACY_PLOT} (file)" in plots
+            else None,
+        )
         champion_scores = registry.scores_from_tags(champion.tags) if champion else None
         same = champion is None or champion.tags.get("eval.protocol") == proto
         decision = registry.gate(
@@ -498,6 +543,7 @@ def run(params: Params) -> dict[str, Any]:
             runs=runs,
             plots=plots,
             changed=params_vs_champion(client, ev, champion),
+            review=review,
         )
         client.update_model_version(name, version, description=text)
         # Complete before any alias points at it: a half-made version (deleted by the next run) has none.

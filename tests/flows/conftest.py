@@ -69,7 +69,9 @@ def dvc(
 def make_workspace(ws: Path, config: dict, extra: tuple[str, ...] = ()) -> Path:
     """A fresh git + DVC workspace in ``ws`` holding copies of what ``dvc.yaml`` names (and the ``extra`` files,
     e.g. the ablation's ``ablation/dvc.yaml``) and the shipped params.yaml with ``config`` merged in, committed."""
-    for name in ("dvc.yaml", "pyproject.toml", "prefect.yaml", "infra/stage.sh", *extra):
+    # .gitignore too: as in a clone, the MLflow store and the outputs are ignored (an untracked mlflow.db would be
+    # stashed and restored -- a new file under open connections -- by `dvc exp apply`).
+    for name in (".gitignore", "dvc.yaml", "pyproject.toml", "prefect.yaml", "infra/stage.sh", *extra):
         (ws / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, ws / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")

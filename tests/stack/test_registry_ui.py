@@ -48,8 +48,9 @@ pytestmark = pytest.mark.slow  # 2 tiny models registered, mlflow server, 6 page
 params = test_register.params  # the register tests' fixture: a tiny trained model and its train run
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT = ROOT / "docs" / "registry-review.png"
+SAMPLES_SCREENSHOT = ROOT / "docs" / "evaluate-samples-table.png"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")  # a markdown link of the description
+LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)")  # a markdown link of the description (no image)
 
 
 def free_port() -> int:
@@ -234,7 +235,7 @@ def test_a_reviewer_can_click_through_the_challengers_version_page(params: Param
     with server_for(tmp_path) as ready:
         evaluated(params, 0.30, 60.0)
         register.run(params)  # v1: @champion
-        evaluated(params, 0.25, 50.0, backend="vllm")
+        evaluated(params, 0.25, 50.0, backend="vllm", answers="second")
         register.run(params)  # v2: @challenger (less accurate), evaluated on another backend
         mlflow.set_tracking_uri(params.tracking.uri)
         client = MlflowClient()
@@ -276,12 +277,28 @@ def test_a_reviewer_can_click_through_the_challengers_version_page(params: Param
             }
             doms = {k: future.result() for k, future in rendered.items()}
         render(page_url, tmp_path / "version-shot.html", *version_page, screenshot=tmp_path / "version.png")
+        # The evaluate run's completions, as the table its page shows (mlflow.log_table).
+        table_url = urllib.parse.urljoin(page_url, runs["evaluate run"]).replace(
+            "?workflowType", f"/artifacts/{urllib.parse.quote('evaluate/samples.json')}?workflowType"
+        )
+        samples_dom = render(
+            table_url, tmp_path / "samples.html", "completion", screenshot=tmp_path / "samples.png"
+        )
         followed = {href: outcome(base, page_url, href) for _, href in described}
 
     # The description rendered as HTML: the comparison figures are table cells, not markdown text.
     page = Page(doms["version"])
     text = " ".join(page.text)
-    assert page.cells[:7] == ["proxy", "0.2500", "0.3000", "-0.0500", "50.0", "60.0", "-10.0"], page.cells
+    assert page.cells[:7] == ["proxy", "0.250", "0.300", "-0.050", "50.0", "60.0", "-10.0"], page.cells
+    # ... padded, so that headers and figures do not run together.
+    assert "\xa0\xa0Pass@1\xa0\xa0" in doms["version"].replace("&nbsp;", "\xa0")
+    # What a reviewer reads: the problems newly failed and solved with both answers, as table cells; the plot
+    # itself, as an image of the page.
+    words = " ".join(text.split())
+    assert "Newly failed against v1:" in words and "Newly solved against v1:" in words, words[:3000]
+    assert page.cells[7:11] == ["proxy p1", "7", "6 (0/2)", "7 (2/2)"], page.cells
+    # (the UI's sanitizer keeps an image's src, not its alt)
+    assert any(f"evaluate%2F{ACCURACY_PLOT}" in (i.get("src") or "") for i in page.images), page.images
     assert "| proxy |" not in text and "**" not in text, text[:500]
     # @champion is text, not a link to github.com/champion (GitHub-flavored mentions); no link is "null".
     assert not [h for h, _ in page.links if h == "null" or "github.com/champion" in (h or "")]
@@ -299,15 +316,22 @@ def test_a_reviewer_can_click_through_the_challengers_version_page(params: Param
     # The plot's viewer page shows the image; Compare shows the params that differ and both versions' metrics.
     assert any(i.get("alt") == f"evaluate/{ACCURACY_PLOT}" for i in Page(doms["plot"]).images)
     shown = dom_text(doms["compare"])
-    assert "evaluate.backend transformers vllm" in shown and "proxy.pass_at_1 0.3 0.25" in shown, shown[:3000]
+    assert 'evaluate.backend "transformers" "vllm"' in shown and "proxy.pass_at_1 0.3 0.25" in shown, shown[
+        :3000
+    ]
 
     # Every link of the description resolves to what it names (HTTP 200, and the thing exists).
     assert sorted(followed.values()) == ["artifact", "artifact", "file", "file", "run", "run", "version"], (
         followed
     )
 
+    # The samples table: every completion with its answer and verdict, on the evaluate run's page.
+    shown = dom_text(samples_dom)
+    assert "problem_id" in shown and "completion" in shown and "The answer is" in shown, shown[:2000]
+
     image = (tmp_path / "version.png").read_bytes()
     assert image.startswith(PNG_MAGIC) and len(image) > 20_000
     if os.environ.get("LEAD_UPDATE_SCREENSHOT"):
         SCREENSHOT.parent.mkdir(exist_ok=True)
         SCREENSHOT.write_bytes(image)
+        SAMPLES_SCREENSHOT.write_bytes((tmp_path / "samples.png").read_bytes())

@@ -287,7 +287,7 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
             mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path=evaluate.SAMPLES_TABLE)
         ).read_text()
     )
-    assert table["columns"][:2] == ["benchmark", "problem_id"] and table["columns"][-1] == "completion"
+    assert table["columns"][:5] == ["problem_id", "answer", "correct", "gold", "completion"]
     assert len(table["data"]) == 12  # the 3 proxy problems x 4 samples (the AMC prompts were not sampled)
 
 

@@ -12,7 +12,7 @@ from lead.config import Params
 from lead.core.registry import UI_MODE, protocol
 from lead.io.fingerprint import StaleOutputError, model_fingerprint, publish
 from lead.io.tracking import use_experiment
-from lead.stages import register
+from lead.stages import evaluate, register
 from lead.stages._common import manifest_path
 from lead.stages.evaluate import ACCURACY_PLOT, BUDGET_PLOT, METRICS, output_dir
 from tests.conftest import tmp_params
@@ -50,28 +50,79 @@ PNG = bytes.fromhex(
 )
 
 
+# The sample records of two evaluations: the second newly fails p1 and newly solves p2 against the first.
+ANSWERS = {
+    "first": {"p1": ["7", "7"], "p2": ["3", "5"], "p3": ["9", "9"]},
+    "second": {"p1": ["6", "8"], "p2": ["4", "4"], "p3": ["9", "9"]},
+}
+GOLDS = {"p1": "7", "p2": "4", "p3": "9"}
+
+
+def sample_records(answers: dict[str, list[str]]) -> list[dict]:
+    """Evaluate's records for ``answers`` (problem -> one answer per sample) on the proxy benchmark."""
+    return [
+        {
+            "benchmark": "proxy",
+            "problem_id": pid,
+            "band": "level_1",
+            "gold": GOLDS[pid],
+            "seed": 0,
+            "sample": i,
+            "completion": f"<think>working on {pid}</think> The answer is \\boxed{{{a}}}." + " so" * (3 * i),
+            "answer": a,
+            "correct": a == GOLDS[pid],
+            "tokens": 10 + 3 * i,
+            "finished": True,
+            "in_context": True,
+        }
+        for pid, group in answers.items()
+        for i, a in enumerate(group)
+    ]
+
+
+def _plot(path, pass_at_1: float) -> None:
+    """A small accuracy-against-length figure, as evaluate draws one (what the description embeds)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5, 2.6), layout="constrained")
+    ax = fig.subplots()
+    ax.plot([20, 40, 60, 80], [pass_at_1 + 0.1, pass_at_1, pass_at_1 - 0.05, pass_at_1 - 0.1], marker="o")
+    ax.set(xlabel="mean tokens", ylabel="share correct", title="proxy: accuracy against answer length")
+    fig.savefig(path, dpi=80)
+
+
 def evaluated(
-    params: Params, pass_at_1: float, len_avg: float, model=None, logged=None, backend="transformers"
+    params: Params,
+    pass_at_1: float,
+    len_avg: float,
+    model=None,
+    logged=None,
+    backend="transformers",
+    answers="first",
 ) -> str:
-    """What evaluate leaves: metrics.json, its MLflow run (finished, with ``logged`` or the same figures, the
-    ``evaluate.backend`` param -- which is no part of the protocol -- and the plots under ``evaluate/``), the
-    manifest naming the model by content and the protocol measured (``params.evaluate``'s). Returns the run id."""
+    """What evaluate leaves: metrics.json and samples.parquet (:data:`ANSWERS`), its MLflow run (finished, with
+    ``logged`` or the same figures, the ``evaluate.backend`` param -- which is no part of the protocol -- and its
+    files under ``evaluate/``), the manifest naming the model by content and the protocol measured
+    (``params.evaluate``'s). Returns the run id."""
     out = output_dir(params)
     out.mkdir(parents=True, exist_ok=True)
     metrics = {"proxy.pass_at_1": pass_at_1, "proxy.len_avg": len_avg}
     (out / METRICS).write_text(json.dumps(metrics))
-    for plot in (ACCURACY_PLOT, BUDGET_PLOT):
-        (out / plot).write_bytes(PNG)
+    records = sample_records(ANSWERS[answers])
+    evaluate._write_records(out / evaluate.RECORDS, records)
+    _plot(out / ACCURACY_PLOT, pass_at_1)
+    (out / BUDGET_PLOT).write_bytes(PNG)
     use_experiment(params)
     with mlflow.start_run(run_name="evaluate", tags={"stage": "evaluate"}) as run:
         mlflow.log_metrics(logged or metrics)
         mlflow.log_param("evaluate.backend", backend)
         mlflow.log_artifacts(str(out), artifact_path="evaluate")
+        mlflow.log_table(data=evaluate._review_table(records), artifact_file=evaluate.SAMPLES_TABLE)
     path = model or params.paths.models / "train"
     publish(
         manifest_path(params, "evaluate"),
         "evaluate",
-        [out / METRICS],
+        [out / METRICS, out / evaluate.RECORDS],
         model=model_fingerprint(path),
         model_path=str(path),
         mlflow_run_id=run.info.run_id,
@@ -85,7 +136,9 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
     first = register.run(params)
     assert first["version"] == 1 and first["promoted"] and first["aliases"] == ["challenger", "champion"]
 
-    evaluated(params, 0.25, 50.0, backend="vllm")  # shorter but less accurate: stays challenger
+    evaluated(
+        params, 0.25, 50.0, backend="vllm", answers="second"
+    )  # shorter, less accurate: stays challenger
     second = register.run(params)
     assert second["aliases"] == ["challenger"] and not second["promoted"]
     assert any("Pass@1 0.2500 < champion 0.3000" in r for r in second["gate"])
@@ -113,8 +166,17 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
     )
     # What differs from the champion's runs (train: the same run; evaluate: another backend).
     assert "**Params changed vs \\@champion (v1)**: `evaluate.backend` transformers → vllm." in v2.description
-    assert "| proxy | 0.2500 | 0.3000 | -0.0500 | 50.0 | 60.0 | -10.0 |" in v2.description
+    cells = ["proxy", "0.250", "0.300", "-0.050", "50.0", "60.0", "-10.0"]  # padded: MLflow's cells have none
+    assert "| " + " | ".join(f"&nbsp;&nbsp;{c}&nbsp;&nbsp;" for c in cells) + " |" in v2.description
     assert "(version 1)" in v2.description and "gate failed" in v2.description
+    # What a reviewer reads: the problems it newly fails and newly solves with both answers, its shortest and
+    # longest correct answers, and the plot itself.
+    assert "**Newly failed** against v1:" in v2.description
+    for cells in (["proxy p1", "7", "6 (0/2)", "7 (2/2)"], ["proxy p2", "4", "4 (2/2)", "3 (0/2)"]):
+        assert "| " + " | ".join(f"&nbsp;&nbsp;{c}&nbsp;&nbsp;" for c in cells) + " |" in v2.description
+    assert "**Shortest correct answer** (proxy p2, 10 tokens)" in v2.description
+    assert "**Longest correct answer** (proxy p3, 13 tokens)" in v2.description
+    assert f"![accuracy against answer length](get-artifact?path=evaluate%2F{ACCURACY_PLOT}" in v2.description
     assert "@champion" not in v2.description.replace("\\@champion", "")  # escaped: not a GitHub mention
 
     # The version's source run holds its evidence: MLflow's Compare of v1 and v2 (their source runs) shows the
@@ -131,7 +193,7 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
         "vllm",
     )
     assert r2.data.params["train.max_steps"] == "100" and r2.data.params["register.model_name"] == "lead-test"
-    links = dict(re.findall(r"\[([^\]]+)\]\(([^)]+)\)", v2.description))
+    links = dict(re.findall(r"(?<!!)\[([^\]]+)\]\(([^)]+)\)", v2.description))  # the links (not the image)
     evaluate_run = client.get_run(v2.tags["evaluate.run_id"])
     experiment = evaluate_run.info.experiment_id
     assert links == {
