@@ -79,7 +79,7 @@ def _task_runs(flow_run_name: str):
 def test_the_flow_runs_cells_side_by_side_then_dvc_reruns_only_what_changed(ws, prefect_server, monkeypatch):
     from flows.ablation import lead_ablation
 
-    grpo, lead, baseline = (f"{PIPELINE}:{c}" for c in ("cell@grpo-0", "cell@lead-0", "baseline@0"))
+    grpo, lead = (f"{PIPELINE}:{c}" for c in ("cell@grpo-0", "cell@lead-0"))
     # First run: the grpo cell crashes at start-up. The other two run (side by side) and are recorded; the
     # report does not run; the flow fails saying which cell failed and what to do.
     monkeypatch.setenv(
@@ -92,7 +92,11 @@ def test_the_flow_runs_cells_side_by_side_then_dvc_reruns_only_what_changed(ws, 
         first.result()
     runs = {r.name: r for r in _task_runs(_flow_name(first)) if r.name in CELLS}
     assert runs[grpo].state.is_failed() and runs[lead].state.is_completed()
-    assert runs[lead].start_time < runs[baseline].end_time  # two cells at once: their task runs overlap
+    # Two cells at once: some two task runs overlap (which two depends on how fast the failing one fails).
+    pairs = [(a, b) for a in runs.values() for b in runs.values() if a.id != b.id]
+    assert any(a.start_time < b.start_time < a.end_time for a, b in pairs), {
+        n: r.start_time for n, r in runs.items()
+    }
     assert set(json.loads(dvc(ws, "status", "--json", PIPELINE).stdout)) == {grpo, f"{PIPELINE}:report"}
     assert not (ws / "reports" / "ablation" / "ablation.md").exists()
 

@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lead.stages import STAGES
 from tests.flows.conftest import FirstRun
@@ -79,7 +80,13 @@ def declarations(workspace: Path) -> dict[str, dict[str, list[str]]]:
         for stage in repo.index.stages:
             if stage_file(repo, stage) != "dvc.yaml":  # the ablation's pipeline is not checked here
                 continue
-            params = [k for d in stage.deps if isinstance(d, ParamsDependency) for k in d.params]
+            # a whole-file declaration (`- params.yaml:`) declares every section of the file
+            params = [
+                k
+                for d in stage.deps
+                if isinstance(d, ParamsDependency)
+                for k in d.params or yaml.safe_load(Path(d.fs_path).read_text())
+            ]
             deps = [d.def_path for d in stage.deps if not isinstance(d, ParamsDependency)]
             out[stage.name] = {
                 "params": params,

@@ -79,17 +79,23 @@ def script(env: dict, *args: str) -> subprocess.CompletedProcess:
 def stack():
     state = Path(tempfile.mkdtemp(prefix="lead-stack-test-"))
     state.chmod(0o711)  # Postgres runs as its own user and must reach state/pg
-    ports = {"postgres": free_port(), "mlflow": free_port(), "prefect": free_port()}
-    env = {
-        **os.environ,
-        "LEAD_STACK_DIR": str(state),
-        "LEAD_STACK_PG_PORT": str(ports["postgres"]),
-        "LEAD_STACK_MLFLOW_PORT": str(ports["mlflow"]),
-        "LEAD_STACK_PREFECT_PORT": str(ports["prefect"]),
-    }
-    installed = script(env, "install")
+    installed = script({**os.environ, "LEAD_STACK_DIR": str(state)}, "install")
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    started = script(env, "up", "--no-dvc-remote")
+    # A port found free can be taken by another process before the server binds it (a busy machine runs other
+    # tests' servers): the stack then says so, and it comes up again on other ports.
+    for _ in range(3):
+        ports = {"postgres": free_port(), "mlflow": free_port(), "prefect": free_port()}
+        env = {
+            **os.environ,
+            "LEAD_STACK_DIR": str(state),
+            "LEAD_STACK_PG_PORT": str(ports["postgres"]),
+            "LEAD_STACK_MLFLOW_PORT": str(ports["mlflow"]),
+            "LEAD_STACK_PREFECT_PORT": str(ports["prefect"]),
+        }
+        started = script(env, "up", "--no-dvc-remote")
+        if started.returncode == 0 or "is taken by another process" not in started.stdout + started.stderr:
+            break
+        script(env, "down")  # what came up before the taken port
     secrets = dict(
         line.split("=", 1) for line in (state / "secrets.env").read_text().splitlines() if "=" in line
     )
@@ -445,12 +451,12 @@ def test_a_reviewer_logs_in_to_the_stacks_mlflow_ui_and_follows_every_link(pipel
 
     with Browser(CHROMIUM, tmp_path) as stranger:  # closes the login prompt
         stranger.open(page_url, "You are not authenticated")
-        assert stranger.challenges >= 1 and f"{pass_at_1:.4f}" not in stranger.text()
+        assert stranger.challenges >= 1 and f"{pass_at_1:.3f}" not in stranger.text()
     with Browser(CHROMIUM, tmp_path, login) as reviewer:
-        page = ui.Page(reviewer.open(page_url, "benchmark", f"{pass_at_1:.4f}"))
+        page = ui.Page(reviewer.open(page_url, "benchmark", f"{pass_at_1:.3f}"))
         assert reviewer.challenges >= 1  # it was asked, and logged in
         # the description rendered as HTML: the figures are table cells; its links are on the page
-        assert page.cells[:2] == ["proxy", f"{pass_at_1:.4f}"], page.cells
+        assert page.cells[:2] == ["proxy", f"{pass_at_1:.3f}"], page.cells
         assert {label: href for href, label in page.described} == dict(described)
         runs = {label: href for label, href in described if "/runs/" in href and "/artifacts/" not in href}
         shown = ui.dom_text(

@@ -61,7 +61,8 @@ def test_description_shows_both_sides_and_the_verdict():
         runs={"evaluate run": registry.ui_run_link("4", "r")},
         plots={"budget_curve.png": registry.artifact_file_link("r", "evaluate/budget_curve.png")},
     )
-    assert "| aime24 | 0.3200 | 0.3000 | +0.0200 | 900.0 | 1000.0 | -100.0 |" in text
+    cells = ["aime24", "0.320", "0.300", "+0.020", "900.0", "1000.0", "-100.0"]
+    assert "| " + " | ".join(f"&nbsp;&nbsp;{c}&nbsp;&nbsp;" for c in cells) + " |" in text
     assert "(version 3)" in text and "gate passed" in text and "`abc123`" in text
     assert "**Runs**: [evaluate run](#/experiments/4/runs/r?workflowType=machine_learning)" in text
     assert "[budget_curve.png](get-artifact?path=evaluate%2Fbudget_curve.png&run_uuid=r)" in text
