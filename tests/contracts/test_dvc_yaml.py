@@ -35,8 +35,9 @@ def test_declared_params_and_code_exist():
                 assert (ROOT / dep).exists(), f"{name}: {dep} does not exist"
 
 
-# Stages whose effect lives outside DVC (the registry): their record is no cached output, so DVC's run cache never
-# restores them as if they had run here; every other output is cached.
+# Stages whose effect lives outside DVC (the registry): their record is neither cached nor restorable from DVC's run
+# cache (persist: DVC's run cache skips such a stage), so it is never replayed as if it had run here; every other
+# output is cached.
 UNCACHED = {"register": ["${paths.reports}/register.json"]}
 
 
@@ -51,7 +52,9 @@ def test_every_output_is_cached_and_none_is_resume_state():
             path, options = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
             if not options.get("cache", True):
                 uncached.append(path)
-            assert not options.get("persist"), (name, path)
+                assert options.get("persist"), (name, path)
+            else:
+                assert not options.get("persist"), (name, path)
             assert not path.startswith(("${paths.resume}", resume)), (name, path)
         assert uncached == UNCACHED.get(name, []), name
 

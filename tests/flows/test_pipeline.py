@@ -131,7 +131,8 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
     # filled, but register (not cached: its effect is the registry) runs, and says it registered nothing.
     record = (ws / "reports/register.json").read_bytes()
     again = dvc(ws, "exp", "run", "-n", "same-overrides", *(arg for o in overrides for arg in ("-S", o)))
-    assert "Running stage 'register'" in again.stdout and "Restored stage 'register'" not in again.stdout
+    said = again.stdout
+    assert "Running stage 'register'" in said and "Restored stage 'register'" not in said, said
     assert json.loads((ws / "reports/register.json").read_text())["registered"] is False
     assert _versions() == versions and _champion() == champion
     # The workspace back as the fixture left it, for the tests after this one.
