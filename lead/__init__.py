@@ -2,8 +2,8 @@
 
 Importing the package applies the offline hygiene once for every entry point (CLI, DVC stages, Prefect
 flows, tests): no Hugging Face hub look-ups, no telemetry. Values already set by the user win, so a user
-with a hub sets ``HF_HUB_OFFLINE=0`` to download a real base model, and ``VLLM_LOGGING_LEVEL=INFO`` brings
-back vLLM's start-up log.
+with a hub sets ``HF_HUB_OFFLINE=0`` to download a real base model, and ``LEAD_VERBOSE=1`` (or
+``VLLM_LOGGING_LEVEL=INFO``) brings back vLLM's start-up log.
 """
 
 import os
@@ -20,11 +20,12 @@ OFFLINE_ENV = {
     # Our own rich bars show progress; the libraries' tqdm bars would interleave with them.
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    # vLLM logs ~34 INFO lines per engine start; warnings and errors still show (`lead -v`, or
-    # VLLM_LOGGING_LEVEL=INFO in the environment, for all of them).
-    "VLLM_LOGGING_LEVEL": "WARNING",
 }
-for _key, _value in OFFLINE_ENV.items():
+# vLLM logs ~34 INFO lines and a dozen warnings about optional CPU libraries (Triton, tcmalloc, NUMA binding)
+# per engine start, torch's C++ side a NUMA warning: errors only, unless LEAD_VERBOSE=1 (`lead -v` sets it) or
+# the variables are set.
+QUIET_ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "TORCH_CPP_LOG_LEVEL": "ERROR"}
+for _key, _value in {**OFFLINE_ENV, **({} if os.environ.get("LEAD_VERBOSE") == "1" else QUIET_ENV)}.items():
     os.environ.setdefault(_key, _value)
 
 __version__ = "0.1.0"

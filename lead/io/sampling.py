@@ -164,15 +164,6 @@ def vllm_dtype(dtype: str) -> str:
     return "bfloat16" if dtype == "float32" else dtype
 
 
-def quiet_engine_env() -> dict[str, str]:
-    """vLLM's and torch's log levels for a stage: errors only, unless ``LEAD_VERBOSE=1`` (``lead -v``). An engine
-    start otherwise prints a dozen warnings about optional CPU libraries (Triton, tcmalloc, NUMA binding) that
-    say nothing about the run; values already set in the environment win."""
-    if os.environ.get("LEAD_VERBOSE") == "1":
-        return {}
-    return {"VLLM_LOGGING_LEVEL": "ERROR", "TORCH_CPP_LOG_LEVEL": "ERROR"}
-
-
 @contextmanager
 def _environ_defaults(values: dict[str, str]) -> Iterator[None]:
     """Set the environment variables in ``values`` that are not set, for the ``with`` body only."""
@@ -201,29 +192,28 @@ class VLLMSampler:
         self, model_path: str | Path, *, dtype: str = "bfloat16", max_model_len: int | None = None
     ) -> None:
         # max_model_len None = the model's own context (max_position_embeddings); vLLM refuses a larger one.
-        for key, value in {**CPU_KV_CACHE_ENV, **quiet_engine_env()}.items():  # before vLLM is imported
+        for key, value in CPU_KV_CACHE_ENV.items():  # before vLLM is imported
             os.environ.setdefault(key, value)
         import warnings
 
         import torch
 
-        with (
-            warnings.catch_warnings()
-        ):  # vLLM's own import warns about torch internals it uses (FutureWarning)
+        # vLLM's import and engine start warn about torch internals it uses (FutureWarning): not the user's.
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             from vllm import LLM
-        from vllm.platforms import current_platform
+            from vllm.platforms import current_platform
 
-        cpu = current_platform.is_cpu()
-        # vLLM's CPU worker replaces torch.set_num_threads process-wide; put it back when the engine stops.
-        self._set_num_threads = torch.set_num_threads
-        with _environ_defaults(CPU_ENGINE_ENV if cpu else {}):
-            self.llm = LLM(
-                model=str(model_path),
-                dtype=dtype,
-                max_model_len=max_model_len,
-                **(CPU_ENGINE_ARGS if cpu else {}),
-            )
+            cpu = current_platform.is_cpu()
+            # vLLM's CPU worker replaces torch.set_num_threads process-wide; put it back when the engine stops.
+            self._set_num_threads = torch.set_num_threads
+            with _environ_defaults(CPU_ENGINE_ENV if cpu else {}):
+                self.llm = LLM(
+                    model=str(model_path),
+                    dtype=dtype,
+                    max_model_len=max_model_len,
+                    **(CPU_ENGINE_ARGS if cpu else {}),
+                )
         # An engine process (GPUs) left running makes the interpreter hang at exit (multiprocessing joins
         # it), so it is stopped at exit at the latest; atexit runs this before multiprocessing's exit hook.
         atexit.register(self.close)
