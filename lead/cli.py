@@ -629,7 +629,9 @@ def results(path: ParamsOpt = DEFAULT_PARAMS) -> None:
     for stage in STAGES:
         file = summary_file(cfg, stage)
         summary = json.loads(file.read_text()) if file.exists() else {}
-        console.print(f"[bold]{stage}[/]: {escape(headline(stage, summary))}", highlight=False)
+        console.print(
+            f"[bold]{stage}[/]: {escape(headline(stage, summary))}", highlight=False, soft_wrap=True
+        )
     evaluated = cfg.paths.reports / "evaluate"
     console.print(
         "\n[bold]Results[/]\n"

@@ -74,6 +74,7 @@ class _Lines:
         self.done, self.status = 0, ""
         self.started = self._last_time = time.monotonic()
         self._last_done = 0
+        self._last_status = ""
 
     def update(self, *, advance: int = 0, completed: int | None = None, status: str | None = None) -> None:
         self.done = completed if completed is not None else self.done + advance
@@ -84,11 +85,13 @@ class _Lines:
             self._line(now)
 
     def close(self) -> None:
-        if self.done != self._last_done or self.done == 0:
+        # a last line when the count or the status moved since the last one (a trainer logs a step's loss and
+        # reward after it counted the step: the last line must show the last step's)
+        if self.done != self._last_done or self.status != self._last_status or self.done == 0:
             self._line(time.monotonic())
 
     def _line(self, now: float) -> None:
-        self._last_time, self._last_done = now, self.done
+        self._last_time, self._last_done, self._last_status = now, self.done, self.status
         # One line whatever its length: a log reader (and a grep) wants each report whole, not wrapped at 80.
         line = progress_line(self.description, self.done, self.total, now - self.started, self.status)
         console.print(line, soft_wrap=True, highlight=False)

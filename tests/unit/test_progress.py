@@ -29,6 +29,16 @@ def test_a_minute_without_a_tenth_still_prints(capsys, monkeypatch):
     assert _lines(capsys) == ["train: 2/1000 (0 %), 0.03/s, 8:27:19 left"]  # 998 left at 2 per 61 s
 
 
+def test_the_last_line_shows_the_last_status(capsys):
+    tracker = progress.open_progress("train", 2)
+    tracker.update(completed=1, status="reward=0.1")
+    tracker.update(completed=2)  # a trainer counts the step ...
+    tracker.update(status="reward=0.4")  # ... then logs it
+    tracker.close()
+    last = _lines(capsys)[-1]
+    assert last.startswith("train: 2/2 (100 %)") and last.endswith("reward=0.4")
+
+
 def test_a_long_status_stays_on_its_line(capsys):
     tracker = progress.open_progress("warmstart (SFT)", 10)
     tracker.update(advance=1, status="loss=0.175 mean_token_accuracy=0.931 " + "x" * 60)
