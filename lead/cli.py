@@ -635,7 +635,7 @@ def results(path: ParamsOpt = DEFAULT_PARAMS) -> None:
     evaluated = cfg.paths.reports / "evaluate"
     console.print(
         "\n[bold]Results[/]\n"
-        f"  scores          {evaluated / 'metrics.json'}  (`dvc metrics show`, `lead exp`)\n"
+        f"  scores          {evaluated / 'metrics.json'}  (headline: {evaluated / 'headline.json'}, `lead exp`)\n"
         f"  completions     {evaluated / 'samples.parquet'}  (every sample, its answer and verdict)\n"
         f"  plots           {evaluated / 'accuracy_vs_length.png'}, {evaluated / 'budget_curve.png'}\n"
         f"  model           {cfg.paths.models / cfg.evaluate.model}\n"

@@ -14,8 +14,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-EVALUATE = "reports/evaluate/metrics.json"
-CALIBRATE = "reports/calibrate/summary.json"
+EVALUATE = "reports/evaluate/headline.json"
+CALIBRATE = "reports/calibrate/headline.json"
 TRAIN = "reports/train.json"
 _PASS = re.compile(r"^(?P<bench>[a-z0-9_]+)\.pass_at_1$")  # a benchmark's headline, not a level or budget
 

@@ -22,8 +22,9 @@ Outputs
   (:mod:`lead.stages.calibrate_stage2`: the same calibration with the stage-1 model and its own rule).
 * ``<paths.curated>/calibrate.manifest.json``, written last: the content fingerprints of these outputs and of
   the model sampled (:func:`lead.io.fingerprint.publish`); readers refuse outputs it does not name.
-* ``<paths.reports>/calibrate/summary.json`` (DVC metrics): counts per band, kept, the
-  histogram, what was sampled vs. reused, time, grader statistics of this run's completions.
+* ``<paths.reports>/calibrate/summary.json``: counts per band, kept, the histogram, what was sampled vs.
+  reused, time, grader statistics of this run's completions; ``headline.json`` (DVC metrics): kept, kept
+  share, mean pass rate.
 * ``<paths.reports>/calibrate/histogram.csv`` (the table: ``pass_rate,problems,kept``) and
   ``pass_rate_histogram.png`` (also logged to MLflow, run tagged ``stage=calibrate``).
 
@@ -53,7 +54,9 @@ if TYPE_CHECKING:
 CACHE_NAME = "cache.jsonl"  # in the stage's resume_dir
 OUTPUT_NAME = "calibrated.parquet"
 REPORT_DIR = "calibrate"
-REPORT_FILES = ("summary.json", "histogram.csv", "pass_rate_histogram.png")
+REPORT_FILES = ("summary.json", "headline.json", "histogram.csv", "pass_rate_histogram.png")
+# The few figures DVC shows as this stage's metrics (`dvc exp show`, `dvc metrics diff`); summary.json keeps all.
+HEADLINE_KEYS = ("kept", "kept_share", "mean_pass_rate")
 # Columns added to the pool: the per-problem record (lead.core.difficulty.ProblemCalibration), then band and keep.
 RECORD_COLUMNS = tuple(f.name for f in fields(difficulty.ProblemCalibration))
 
@@ -380,6 +383,7 @@ def calibrate_pool(
     }
     reports = target.reports
     write_json(reports / "summary.json", summary)
+    write_json(reports / "headline.json", {k: summary[k] for k in HEADLINE_KEYS})
     kept_at = [difficulty.in_band(p, target.low, target.high, target.inclusive) for p, _ in histogram]
     write_text(
         reports / "histogram.csv",

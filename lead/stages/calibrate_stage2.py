@@ -10,8 +10,9 @@ exactly when the stage-1 model, the pool or these settings change.
 
 Outputs (the same layout as ``calibrate``'s): ``<paths.curated>/calibrated_stage2.parquet`` (the whole pool,
 pass rates under the stage-1 model, ``keep`` = the stage-2 band),
-``<paths.reports>/calibrate_stage2/{summary.json, histogram.csv, pass_rate_histogram.png}`` and the manifest
-``<paths.curated>/calibrate_stage2.manifest.json``; its cache is ``<paths.resume>/calibrate_stage2/cache.jsonl``.
+``<paths.reports>/calibrate_stage2/{summary.json, headline.json, histogram.csv, pass_rate_histogram.png}`` and the
+manifest ``<paths.curated>/calibrate_stage2.manifest.json``; its cache is
+``<paths.resume>/calibrate_stage2/cache.jsonl``.
 
 With ``train.stage2.enabled: false`` (the default) nothing is sampled: the outputs say the stage is off
 (an empty pool, a summary ``{"enabled": false}``), so that the DAG has the same shape either way.
@@ -81,6 +82,7 @@ def _disabled(params: Params) -> dict[str, Any]:
     reports = params.paths.reports / STAGE
     summary = {"enabled": False, "problems": 0, "kept": 0}
     write_json(reports / "summary.json", summary)
+    write_json(reports / "headline.json", {"kept": 0})
     write_text(reports / "histogram.csv", "pass_rate,problems,kept\n")
     fig = Figure(figsize=(6.4, 1.2))
     fig.text(0.5, 0.5, "curriculum stage 2 is off (train.stage2.enabled: false)", ha="center", va="center")

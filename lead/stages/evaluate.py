@@ -52,7 +52,8 @@ RECORDS = "samples.parquet"
 METRICS = "metrics.json"
 ACCURACY_PLOT = "accuracy_vs_length.png"
 BUDGET_PLOT = "budget_curve.png"
-OUTPUTS = (RECORDS, METRICS, ACCURACY_PLOT, BUDGET_PLOT)  # one generation, named by the manifest
+HEADLINE = "headline.json"  # the few figures DVC shows as metrics (`dvc exp show`); metrics.json keeps all
+OUTPUTS = (RECORDS, METRICS, HEADLINE, ACCURACY_PLOT, BUDGET_PLOT)  # one generation, named by the manifest
 PIPELINE_MODELS = ("warmstart", "train", "train_stage2")  # evaluate.model names whose stage publishes them
 GRADER_STATS = ("fast_path", "verified", "no_answer", "unparseable", "timeouts")
 
@@ -158,6 +159,13 @@ def _score_benchmark(name: str, bench: _Prepared, groups: list[list[Any]], n: in
             )
         problems.append(ProblemSamples(tuple(samples), band=problem.band))
     return records, problems, stats
+
+
+def headline_figures(metrics: dict[str, Any], benchmarks: list[str], samples: int) -> dict[str, Any]:
+    """Per benchmark: Pass@1, Cons@n, Len_avg and the answered share (and their spread over repeats)."""
+    names = ("pass_at_1", f"cons_at_{samples}", "len_avg", "answered")
+    keys = [f"{b}.{m}{std}" for b in benchmarks for m in names for std in ("", "_std")]
+    return {k: metrics[k] for k in keys if k in metrics}
 
 
 SAMPLES_TABLE = "evaluate/samples.json"  # the records as an MLflow table artifact of the evaluate run
@@ -349,6 +357,7 @@ def run(params: Params) -> dict[str, Any]:
         seconds = round(time.perf_counter() - started, 1)
 
         _write_records(out / RECORDS, records)
+        write_json(out / HEADLINE, headline_figures(metrics, ev.benchmarks, ev.samples))
         # Every completion as an MLflow table (the run page's artifact view shows it as a grid: a reviewer reads
         # answers without downloading samples.parquet).
         mlflow.log_table(data=_review_table(records), artifact_file=SAMPLES_TABLE)

@@ -107,7 +107,7 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
     ]
     assert saved["name"] == experiment["name"]
     assert saved["data"]["params"]["params.yaml"]["data"]["evaluate"]["max_new_tokens"] == 48
-    assert "proxy.budget_24.pass_at_1" in saved["data"]["metrics"]["reports/evaluate/metrics.json"]["data"]
+    assert "proxy.pass_at_1" in saved["data"]["metrics"]["reports/evaluate/headline.json"]["data"]
     assert git(ws, "show", f"{experiment['rev']}:params.yaml").startswith(COMMENT)
 
     mlflow.set_tracking_uri(f"sqlite:///{ws / 'mlflow.db'}")  # the workspace's default store, the copy's too

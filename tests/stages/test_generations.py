@@ -34,7 +34,13 @@ from lead.stages._common import manifest_path
 pytestmark = pytest.mark.slow
 
 CURATE_OUTPUTS = ("train.parquet", "test.parquet", "quarantine.jsonl", "curation.json")
-EVALUATE_OUTPUTS = ("samples.parquet", "metrics.json", "accuracy_vs_length.png", "budget_curve.png")
+EVALUATE_OUTPUTS = (
+    "samples.parquet",
+    "metrics.json",
+    "headline.json",
+    "accuracy_vs_length.png",
+    "budget_curve.png",
+)
 
 
 def run_stage(name: str, data: dict) -> None:

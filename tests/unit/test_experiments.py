@@ -5,10 +5,10 @@ from lead.core import experiments
 
 def _rev(rev: str, name: str | None, steps: int, pass_at_1: float | None, **exps) -> dict:
     metrics = {
-        "reports/evaluate/metrics.json": {
+        "reports/evaluate/headline.json": {
             "data": {"proxy.pass_at_1": pass_at_1, "proxy.len_avg": 40.0, "proxy.level_1.pass_at_1": 0.9}
         },
-        "reports/calibrate/summary.json": {"data": {"kept": 7}},
+        "reports/calibrate/headline.json": {"data": {"kept": 7}},
         "reports/train.json": {"data": {"steps": steps, "last_reward": -0.1}},
     }
     params = {"params.yaml": {"data": {"train": {"max_steps": steps, "lr": 1e-5}, "evaluate": {"n": [1, 2]}}}}
