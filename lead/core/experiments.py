@@ -16,7 +16,7 @@ from typing import Any
 
 EVALUATE = "reports/evaluate/headline.json"
 CALIBRATE = "reports/calibrate/headline.json"
-TRAIN = "reports/train.json"
+TRAIN = "reports/train_headline.json"
 _PASS = re.compile(r"^(?P<bench>[a-z0-9_]+)\.pass_at_1$")  # a benchmark's headline, not a level or budget
 
 

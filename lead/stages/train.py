@@ -656,11 +656,25 @@ def publish_training(
         return
     report = params.paths.reports / f"{stage}.json"
     write_json(report, {k: v for k, v in summary.items() if k != "curve"})
-    outputs = [report]
+    outputs = [report, write_headline(params, stage, summary)]
     if curves:
         outputs += write_curves(params.paths.reports / f"{stage}_curves", summary.get("curve") or [])
     facts = {k: summary.get(k) for k in ("model", "mlflow_run_id", "identity")}
     publish(manifest_path(params, stage), stage, outputs, **facts)
+
+
+HEADLINE_KEYS = (
+    "steps",
+    "last_reward",
+)  # what DVC shows as a training stage's metrics; <stage>.json keeps all
+
+
+def write_headline(params: Params, stage: str, summary: dict[str, Any]) -> Path:
+    """``<paths.reports>/<stage>_headline.json``: the figures of :data:`HEADLINE_KEYS` (DVC's metrics of the stage:
+    `dvc exp show` compares them; the run ids, hashes and times of ``<stage>.json`` would fill its columns)."""
+    path = params.paths.reports / f"{stage}_headline.json"
+    write_json(path, {k: summary[k] for k in HEADLINE_KEYS if k in summary})
+    return path
 
 
 def write_curves(stem: Path, curve: list[dict[str, Any]]) -> list[Path]:

@@ -82,7 +82,8 @@ def run(params: Params) -> dict[str, Any]:
                 tmp.mkdir()
                 write_json(tmp / DISABLED, summary)
             write_json(report_path(params), summary)
-            publish(manifest, STAGE, [report_path(params)], model=None, mlflow_run_id=None)
+            headline = train.write_headline(params, STAGE, summary)
+            publish(manifest, STAGE, [report_path(params), headline], model=None, mlflow_run_id=None)
         return summary
     train.check_train_settings(params)  # TRL's and the launch's judgement before any hashing or loading
     start, start_fingerprint = train.from_main(state, lambda: published_model(params, "train"))

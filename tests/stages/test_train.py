@@ -85,6 +85,8 @@ def test_train_stage_saves_the_model_and_logs_lead_metrics(rl_params):
     ]
     assert (rl_params.paths.reports / "train_curves.png").stat().st_size > 0
     assert "curve" not in json.loads((rl_params.paths.reports / "train.json").read_text())
+    headline = json.loads((rl_params.paths.reports / "train_headline.json").read_text())  # DVC's metrics
+    assert headline == {"steps": 2, "last_reward": summary["last_reward"]}
     logged = {a.path for a in client.list_artifacts(run.info.run_id, "completions")}
     assert logged == {"completions/step_00001.json", "completions/step_00002.json"}
     table = json.loads(

@@ -9,7 +9,7 @@ def _rev(rev: str, name: str | None, steps: int, pass_at_1: float | None, **exps
             "data": {"proxy.pass_at_1": pass_at_1, "proxy.len_avg": 40.0, "proxy.level_1.pass_at_1": 0.9}
         },
         "reports/calibrate/headline.json": {"data": {"kept": 7}},
-        "reports/train.json": {"data": {"steps": steps, "last_reward": -0.1}},
+        "reports/train_headline.json": {"data": {"steps": steps, "last_reward": -0.1}},
     }
     params = {"params.yaml": {"data": {"train": {"max_steps": steps, "lr": 1e-5}, "evaluate": {"n": [1, 2]}}}}
     return {"rev": rev, "name": name, "data": {"params": params, "metrics": metrics}, **exps}
