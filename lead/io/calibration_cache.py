@@ -18,8 +18,7 @@ Keys: *settings* = sha256 of {model fingerprint (:func:`lead.io.fingerprint.mode
 a local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``), resolved backend,
 ``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p, max_new_tokens,
 seed), the per-prompt seed rule, the source hash of the grader and the outcome rule, the outcome rules};
-*problem* =
-sha256(problem text + NUL + gold answer). A generation server counts as the vLLM backend (same engine
+*problem* = sha256(problem text + NUL + gold answer). A generation server counts as the vLLM backend (same engine
 settings, same completions), so its results and an in-process engine's share the cache. Only missing
 (settings, problem) pairs are sampled, in chunks of ``calibrate.chunk_size`` problems; each chunk's lines
 are appended and fsync'ed as soon as it is graded, so an interrupted run resumes from the last finished
@@ -67,13 +66,13 @@ def problem_key(problem: str, answer: str) -> str:
     return sha256_text(f"{problem}\0{answer}")
 
 
-def sampling_spec(params: Params, seed: int, max_new_tokens: int) -> sampling.SamplingSpec:
-    """The sampling of a calibration (``calibrate.samples``, ``temperature``; the reward's token budget
-    ``max_new_tokens``) with ``seed`` (``calibrate.seed``; each prompt's own seed derives from it). Both the
-    settings key and the sampling loop build it here, so that the key describes what is sampled."""
+def sampling_spec(params: Params, max_new_tokens: int) -> sampling.SamplingSpec:
+    """The sampling of a calibration (``calibrate.samples``, ``temperature``, ``seed`` -- each prompt's own seed
+    derives from it --, and the reward's token budget ``max_new_tokens``). Both the settings key and the
+    sampling loop build it here, so that the key describes what is sampled."""
     cfg = params.calibrate
     return sampling.SamplingSpec(
-        n=cfg.samples, temperature=cfg.temperature, max_new_tokens=max_new_tokens, seed=seed
+        n=cfg.samples, temperature=cfg.temperature, max_new_tokens=max_new_tokens, seed=cfg.seed
     )
 
 
@@ -83,7 +82,7 @@ def settings(
     """Everything besides the problem that decides a calibration result (the cache key's first half):
     the model ``fingerprint``, the resolved ``backend``, dtype, prompt suffix, sampling spec (with the
     reward's budget ``max_new_tokens``), seed rule, the judge's source and its outcome ``rules``."""
-    spec = asdict(sampling_spec(params, params.calibrate.seed, max_new_tokens))
+    spec = asdict(sampling_spec(params, max_new_tokens))
     return {
         "model": fingerprint,
         "backend": backend,

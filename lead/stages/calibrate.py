@@ -220,7 +220,7 @@ def _sample_chunks(params, sampler, todo, settings_hash, cache, header, target):
             messages = [sampling.user_message(problem, params.model.prompt_suffix) for _, problem, _ in chunk]
             # One seed for every chunk: the samplers seed each prompt by its text (sampling.prompt_seed), so a
             # problem draws the same samples whatever chunk it lands in (a resumed or resampled one included).
-            spec = calibration_cache.sampling_spec(params, cfg.seed, target.max_new_tokens)
+            spec = calibration_cache.sampling_spec(params, target.max_new_tokens)
             groups = sampler.sample(messages, spec, progress=advance)
             if len(groups) != len(chunk) or any(len(g) != cfg.samples for g in groups):
                 raise RuntimeError(

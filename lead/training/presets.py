@@ -126,11 +126,12 @@ class Resolved:
         }
 
 
-def outcome_rules(train: TrainParams) -> OutcomeRules:
-    """What a completion is for the reward that trains with ``train`` (the preset's rules, then explicit
-    ``train.extraction`` / ``train.truncation``; ``train.repetition_penalty`` looks for loops anywhere). The
-    calibration stages judge their samples with these rules too, so a pass rate is the share the trainer
-    will score correct."""
+def outcome_rules(train: Any) -> OutcomeRules:
+    """What a completion is for the reward that trains with ``train`` -- a ``TrainParams``, or anything holding
+    its ``preset``, ``extraction``, ``truncation`` and ``repetition_penalty`` (stage 2's values) --: the
+    preset's rules, then explicit ``extraction`` / ``truncation``; a ``repetition_penalty`` looks for loops
+    anywhere. The calibration stages judge their samples with these rules too, so a pass rate is the share the
+    trainer will score correct."""
     preset = PRESETS[train.preset]
     return OutcomeRules(
         extraction=train.extraction or preset["extraction"],

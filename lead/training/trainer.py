@@ -94,6 +94,9 @@ def grader_metrics(counts: np.ndarray) -> dict[str, float]:
 
     >>> grader_metrics(np.array([10, 1, 0, 2, 7, 0]))["grader/timeouts"]
     0.1
+    >>> grader_metrics(np.array([10, 3, 0, 0, 7, 0]))
+    Traceback (most recent call last):
+    lead.training.trainer.GraderFailure: 3 of 10 grades timed out in one step (more than 20%): ...
     """
     total = max(int(counts[0]), 1)
     shares = {f"grader/{name}": float(n) / total for name, n in zip(GRADER_FIELDS, counts[1:], strict=True)}
