@@ -35,14 +35,15 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
+from pydantic import Field
 
 from flows.commands import CommandError, dvc_executable, git, run
 from flows.pipeline import TASKS, flow_place, save_task
-from flows.prefect_api import check_then_start
+from flows.prefect_api import STOPPING, Override, RunStopped, check_then_start, stopped
 from lead.config import load_params
 
 PIPELINE = "ablation/dvc.yaml"
@@ -192,21 +193,24 @@ def _summary(cells: dict[str, Any], report: Path | None) -> str:
 
 @flow(name="lead-ablation", task_runner=ThreadPoolTaskRunner(max_workers=MAX_CONCURRENCY))
 def lead_ablation(
-    overrides: list[str] | None = None,
-    concurrency: int = 2,
+    overrides: list[Override] | None = None,
+    concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] = 2,
     workspace: str = ".",
-    gpus_per_cell: int = 0,
+    gpus_per_cell: Annotated[int, Field(ge=0)] = 0,
 ) -> dict[str, Any]:
     """The ablation's stale cells, ``concurrency`` at a time, recorded in DVC, then its report; in the workspace,
     or with ``overrides`` as a DVC experiment in a copy of it."""
+    try:
+        return _ablation(Path(workspace).resolve(), list(overrides or []), concurrency, gpus_per_cell)
+    except STOPPING as exc:
+        return stopped("lead-ablation", exc)
+
+
+def _ablation(root: Path, overrides: list[str], concurrency: int, gpus_per_cell: int) -> dict[str, Any]:
     import mlflow
     from prefect.artifacts import create_markdown_artifact
     from prefect.runtime import flow_run
 
-    if not 1 <= concurrency <= MAX_CONCURRENCY:
-        raise ValueError(f"concurrency must be between 1 and {MAX_CONCURRENCY}, not {concurrency}")
-    root = Path(workspace).resolve()
-    overrides = list(overrides or [])
     params = load_params(root / "params.yaml", overrides)  # bad params stop here, before any stage runs
     if shutil.which(dvc_executable()) is None:
         raise FileNotFoundError("dvc is not installed in this environment (make setup)")
@@ -227,7 +231,7 @@ def lead_ablation(
         report_file = run_dir / params.paths.reports / "ablation" / "ablation.md"
         try:
             if failed:
-                raise RuntimeError(
+                raise RunStopped(
                     f"{len(failed)} of {len(outcomes)} cells failed ({', '.join(failed)}); the others are "
                     "recorded in ablation/dvc.lock: run the flow again to run only the failed ones"
                 )
@@ -252,6 +256,10 @@ def lead_ablation(
                 markdown=_summary(outcomes, None if failed else report_file),
                 description=f"lead-ablation {flow_run.name}",
             )
+    verdicts = ", ".join(f"{c['key']} {c['verdict']}" for c in result["claims"]) or "no claim to judge"
+    where = f"DVC experiment {name} (dvc exp apply {name})" if name else report_file.relative_to(run_dir)
+    ran = f"{len(finished)} cell{'' if len(finished) == 1 else 's'} ran"
+    logger.info("lead-ablation %s: done — %s; %s — report in %s", flow_run.name, ran, verdicts, where)
     return {
         "mlflow_parent_run_id": parent_id,
         "cells": {a: (o if not isinstance(o, Exception) else "failed") for a, o in outcomes.items()},

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 SESSIONS = ".dvc/tmp/lead-pipeline/sessions"
@@ -45,7 +45,20 @@ def logger() -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
 
 
 class CommandError(RuntimeError):
-    """A command that exited non-zero; the message ends with the last lines it printed."""
+    """A command that exited non-zero; the message ends with the last lines it printed (``lines``)."""
+
+    def __init__(self, message: str, lines: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.lines = [line.rstrip() for line in lines if line.strip()]
+
+    @property
+    def reason(self) -> str:
+        """Why it failed, in one line: what a lead stage printed as ``error: ...`` (its one-line message), else
+        the last line before DVC's closing ``ERROR: failed to reproduce ...`` (a traceback's last line), else
+        the message's first line."""
+        said = [line for line in self.lines if line.startswith("error: ")]
+        own = [line for line in self.lines if not line.startswith("ERROR: ")]
+        return (said or own or [str(self).splitlines()[0]])[-1]
 
 
 def git(args: list[str], cwd: Path) -> str:
@@ -118,7 +131,7 @@ def run(
             proc.wait()
             record.unlink(missing_ok=True)
     if proc.returncode != 0:
-        raise CommandError(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{''.join(tail)}")
+        raise CommandError(f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{''.join(tail)}", tail)
 
 
 INTERRUPT_GRACE = 10.0  # seconds a command has to stop after each signal before the next, harder one

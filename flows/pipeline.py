@@ -68,16 +68,17 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from prefect import Task, flow, get_run_logger, task
 from prefect.states import Completed
+from pydantic import WithJsonSchema
 
 from flows.commands import dvc_executable, git, run
 from flows.experiment import clean_stale, experiment_copy, save_experiment
-from flows.prefect_api import check_then_start
-from flows.summary import OUTCOMES, StageRow, markdown, stage_line
-from lead.config import Params, load_params
+from flows.prefect_api import STOPPING, Override, check_then_start, stopped
+from flows.summary import OUTCOMES, StageRow, closing_line, markdown, stage_line
+from lead.config import Params, ParamsError, load_params
 from lead.io.summaries import summary_file
 from lead.stages import STAGES
 
@@ -275,24 +276,36 @@ def _publish(
     create_markdown_artifact(key=ARTIFACT_KEY, markdown=text, description=f"lead-pipeline {flow_run.name}")
 
 
+# A stage name, as the deployment's parameter schema says it: the Prefect server refuses another at creation.
+StageName = Annotated[str, WithJsonSchema({"type": "string", "enum": list(STAGES)})]
+
+
 @flow(name="lead-pipeline")
 def lead_pipeline(
-    overrides: list[str] | None = None,
-    stages: list[str] | None = None,
+    overrides: list[Override] | None = None,
+    stages: list[StageName] | None = None,
     workspace: str = ".",
     pull: bool = False,
     push: bool = False,
 ) -> dict[str, Any]:
     """Run the pipeline's DVC stages in order — in the workspace, or with ``overrides`` as a DVC experiment in a
     copy of it; returns each stage's summary and outcome, the MLflow parent run id and the experiment."""
-    import mlflow
+    try:
+        return _pipeline(Path(workspace).resolve(), list(overrides or []), stages, pull, push)
+    except STOPPING as exc:
+        return stopped("lead-pipeline", exc)
 
-    root = Path(workspace).resolve()
-    overrides = list(overrides or [])
+
+def _pipeline(
+    root: Path, overrides: list[str], stages: list[str] | None, pull: bool, push: bool
+) -> dict[str, Any]:
+    import mlflow
+    from prefect.runtime import flow_run
+
     params = load_params(root / "params.yaml", overrides)  # bad params stop here, before any stage runs
     unknown = sorted(set(stages or []) - set(STAGES))
     if unknown:
-        raise ValueError(f"unknown stage(s) {unknown}; known: {', '.join(STAGES)}")
+        raise ParamsError(f"unknown stage(s) {unknown}; known: {', '.join(STAGES)}")
     chosen = [name for name in STAGES if name in (stages or STAGES)]
     if shutil.which(dvc_executable()) is None:
         raise FileNotFoundError("dvc is not installed in this environment (make setup)")
@@ -324,6 +337,8 @@ def lead_pipeline(
                 _publish(parent, uri, overrides, experiment, rows)
             except Exception as exc:  # the summary is for people: never the reason a run fails
                 logger.warning("no summary artifact for this run: %s", exc)
+    ids = (parent.info.experiment_id, parent.info.run_id)
+    logger.info("%s", closing_line(str(flow_run.name), uri, ids, experiment, list(rows.values())))
     return {
         "mlflow_parent_run_id": parent.info.run_id,
         "stages": {stage: row.summary for stage, row in rows.items()},

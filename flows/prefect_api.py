@@ -1,4 +1,17 @@
-"""Prefect's API for a flow started by hand (``python -m flows.pipeline``): one database migration at a time.
+"""What lead's flows share at Prefect's edges: the ``overrides`` parameter, the one line a run ends with, and
+Prefect's API for a flow started by hand.
+
+*Overrides at creation*: :data:`Override` carries the JSON Schema of one ``key=value``
+(:func:`lead.config.explain.override_schema`) into the deployment's parameter schema, so that the Prefect server
+refuses a mistyped key when ``prefect deployment run`` creates the flow run (``Validation failed for field
+'overrides[0]'``), before any worker picks it up; the flow validates the values on start (every rule).
+
+*One closing line*: a run that stops for a reason its user can fix — bad params (:class:`ParamsError`), a stage
+or command that failed (:class:`flows.commands.CommandError`), cells that failed (:class:`RunStopped`) — logs
+that reason as its last line and ends ``Failed`` with it as the state's message (:func:`stopped`), rather than
+raising through Prefect, which would log the traceback of every frame again; a bug still raises.
+
+*By hand* (``python -m flows.pipeline``): one database migration at a time.
 
 Without ``PREFECT_API_URL`` Prefect starts a temporary server for the process (its *ephemeral* mode), which
 creates or migrates the database in ``PREFECT_HOME`` (sqlite) as it starts, unguarded across processes. Two
@@ -16,8 +29,35 @@ import argparse
 import fcntl
 import os
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import WithJsonSchema
+
+from flows.commands import CommandError, logger
+from lead.config import ParamsError
+from lead.config.explain import override_schema
 
 LOCK = "lead-server-start.lock"
+Override = Annotated[str, WithJsonSchema(override_schema())]
+
+
+class RunStopped(RuntimeError):
+    """A flow run that cannot finish for a reason its message says in full (e.g. the cells that failed)."""
+
+
+STOPPING = (ParamsError, CommandError, RunStopped)
+
+
+def stopped(flow_name: str, exc: Exception) -> Any:
+    """The ``Failed`` state a flow returns for ``exc`` (one of :data:`STOPPING`), after logging its reason as
+    one line: the run's last line, its state's message in the UI; calling the flow raises ``exc`` again."""
+    from prefect.runtime import flow_run
+    from prefect.states import Failed
+
+    reason = exc.reason if isinstance(exc, CommandError) else "; ".join(str(exc).splitlines())
+    line = f"{flow_name} {flow_run.name}: failed: {reason}"
+    logger().error("%s", line)
+    return Failed(message=line, data=exc)
 
 
 def start_local_api() -> None:

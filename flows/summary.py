@@ -30,6 +30,27 @@ def stage_line(stage: str, outcome: str, summary: Mapping[str, Any]) -> str:
     return f"{stage}: {OUTCOMES[outcome]} — {headline(stage, summary)}"
 
 
+def closing_line(
+    flow_run: str,
+    tracking_uri: str,
+    parent: tuple[str, str],
+    experiment: Mapping[str, str] | None,
+    rows: list[StageRow],
+) -> str:
+    """The line a finished ``lead-pipeline`` run ends with: its last results (evaluate's, register's, else the
+    last stage's headline), where they are (the DVC experiment, or the workspace) and the MLflow parent run."""
+    shown = [r for r in rows if r.stage in ("evaluate", "register")] or rows[-1:]
+    results = "; ".join(f"{r.stage}: {headline(r.stage, r.summary)}" for r in shown)
+    where = (
+        f"DVC experiment {experiment['name']} (dvc exp apply {experiment['name']})"
+        if experiment
+        else ("the workspace")
+    )
+    ui = _ui(tracking_uri)
+    run = f"{ui}/#/experiments/{parent[0]}/runs/{parent[1]}" if ui else f"{parent[1]} in {tracking_uri}"
+    return f"lead-pipeline {flow_run}: done — {results} — results in {where}; MLflow parent run {run}"
+
+
 def _ui(tracking_uri: str) -> str | None:
     return tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else None
 

@@ -8,7 +8,9 @@ to validate ``params.yaml``) cannot drift from what the loader accepts.
 from __future__ import annotations
 
 import json
+import re
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -155,3 +157,33 @@ def json_schema() -> str:
     """The JSON Schema of ``params.yaml`` (every key's type, range, default and description), as JSON text."""
     schema = {"$schema": JSON_SCHEMA_DIALECT, **Params.model_json_schema(by_alias=True)}
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+
+
+def override_keys(model: type[Section] = Params, prefix: str = "") -> Iterator[tuple[str, bool]]:
+    """``(dotted key, open)`` for every key ``-S key=value`` can set: each section, each value, in file order;
+    *open* when keys below it are free (a mapping such as ``train.grpo_config``, a list of sections such as
+    ``curate.sources``), so that ``key.anything`` is one too."""
+    for name, field in yaml_fields(model).items():
+        key = f"{prefix}{name}"
+        section = section_type(field.annotation)
+        is_list = get_origin(field.annotation) is list
+        is_mapping = get_origin(field.annotation) is dict
+        yield key, is_mapping or (section is not None and is_list)
+        if section is not None and not is_list:
+            yield from override_keys(section, f"{key}.")
+
+
+def override_schema() -> dict[str, Any]:
+    """The JSON Schema of one ``key=value`` override: a string whose key is one of :func:`override_keys`.
+
+    What a Prefect deployment's parameter schema says of ``overrides``, so that the Prefect server refuses a
+    mistyped key when the flow run is created (``prefect deployment run``), not on a worker an hour later.
+    Values are checked by the flow itself (:func:`lead.config.load_params`), which knows every rule.
+    """
+    below = r"(\.[^=]+)?"  # any key under an open one
+    choices = [{"pattern": f"^{re.escape(key)}{below if open_ else ''}="} for key, open_ in override_keys()]
+    return {
+        "type": "string",
+        "description": "KEY=VALUE, as lead -S and dvc exp run -S take it (lead params --explain KEY)",
+        "anyOf": choices,
+    }

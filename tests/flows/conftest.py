@@ -165,3 +165,21 @@ def prefect_server(tmp_path_factory):
         monkeypatch.setenv("PREFECT_HOME", str(tmp_path_factory.mktemp("prefect")))
         with prefect_test_harness(server_startup_timeout=180):
             yield
+
+
+def flow_logs(state) -> list[str]:
+    """The flow run's own log lines (not its tasks'), oldest first."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.client.schemas.sorting import LogSort
+    from prefect.logging.handlers import APILogHandler
+
+    APILogHandler().flush()  # logs reach the server in batches
+    with get_client(sync_client=True) as client:
+        logs = client.read_logs(
+            LogFilter(flow_run_id=LogFilterFlowRunId(any_=[state.state_details.flow_run_id])),
+            sort=LogSort.TIMESTAMP_ASC,
+        )
+    return [
+        log.message for log in logs if log.task_run_id is None and not log.message.startswith("Finished in")
+    ]

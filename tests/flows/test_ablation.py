@@ -15,7 +15,7 @@ from mlflow import MlflowClient
 
 from flows.ablation import PIPELINE, UPSTREAM, stage_file
 from tests.conftest import ROOT, _merge
-from tests.flows.conftest import REDUCED, dvc, make_workspace
+from tests.flows.conftest import REDUCED, dvc, flow_logs, make_workspace
 
 pytestmark = pytest.mark.slow
 GIT = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
@@ -88,6 +88,7 @@ def test_the_flow_runs_cells_side_by_side_then_dvc_reruns_only_what_changed(ws, 
     monkeypatch.setenv("LEAD_FAILING_VARIANT", "grpo")
     first = lead_ablation(workspace=str(ws), concurrency=2, return_state=True)
     assert first.is_failed()
+    assert first.message.startswith(f"lead-ablation {_flow_name(first)}: failed: 1 of 3 cells failed")
     with pytest.raises(RuntimeError, match=r"1 of 3 cells failed \(ablation/dvc.yaml:cell@grpo-0\).*again"):
         first.result()
     runs = {r.name: r for r in _task_runs(_flow_name(first)) if r.name in CELLS}
@@ -107,6 +108,7 @@ def test_the_flow_runs_cells_side_by_side_then_dvc_reruns_only_what_changed(ws, 
     assert set(result["cells"]) == {grpo} and isinstance(result["cells"][grpo], float)
     assert [r.name for r in _task_runs(_flow_name(state)) if r.name in CELLS] == [grpo]
     assert set(result["claims"]) == set() and "grpo_gain" in result["target"]
+    assert flow_logs(state)[-1].startswith(f"lead-ablation {_flow_name(state)}: done — 1 cell ran; no claim")
 
     # MLflow: the report's run is the parent of every cell's run, and a child of the flow's run.
     mlflow.set_tracking_uri(f"sqlite:///{ws / 'mlflow.db'}")

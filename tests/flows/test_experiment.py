@@ -204,3 +204,31 @@ def test_the_copy_is_the_workspace_with_the_overrides_and_its_experiment_is_the_
     assert saved.startswith("# yaml-language-server") and "max_steps: 7" in saved  # the comments are kept
     dvc(ws, "exp", "apply", "seven")  # its outputs come from the shared cache
     assert (ws / "steps.txt").read_text() == "7"
+
+
+@pytest.mark.parametrize(
+    ("printed", "reason"),
+    [
+        # a lead stage's one-line error, then DVC's closing line: the stage's own words
+        (
+            ["calibrating", "error: train: the pool is empty", "ERROR: failed to reproduce 'train'"],
+            "error: train: the pool is empty",
+        ),
+        # a bug: the traceback's last line, not DVC's "exited with 1"
+        (
+            [
+                "Traceback (most recent call last):",
+                "ZeroDivisionError: division by zero",
+                "ERROR: failed to reproduce 'x'",
+            ],
+            "ZeroDivisionError: division by zero",
+        ),
+    ],
+)
+def test_a_failed_command_says_why_in_one_line(tmp_path, printed, reason):
+    from flows.commands import CommandError
+
+    script = f"import sys; print({chr(10).join(printed)!r}); sys.exit(1)"
+    with pytest.raises(CommandError) as failed:
+        run([sys.executable, "-c", script], tmp_path)
+    assert failed.value.reason == reason

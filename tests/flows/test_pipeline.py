@@ -19,7 +19,7 @@ from flows.experiment import RUNS
 from lead.config import ParamsError
 from lead.stages import STAGES
 from tests.conftest import ROOT
-from tests.flows.conftest import FirstRun, dvc
+from tests.flows.conftest import FirstRun, dvc, flow_logs
 
 GIT = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
 COMMENT = "# the flow tests' params: a run with overrides must keep this line and every other byte\n"
@@ -84,9 +84,15 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
     mlflow.set_tracking_uri(f"sqlite:///{ws / 'mlflow.db'}")  # the workspace's default store, the copy's too
     versions, champion = _versions(), _champion()
     overrides = ["evaluate.max_new_tokens=48", "evaluate.budgets=[24,48]"]
-    result = lead_pipeline(overrides=overrides, workspace=str(ws))
+    state = lead_pipeline(overrides=overrides, workspace=str(ws), return_state=True)
+    result = state.result()
 
     assert list(result["stages"]) == list(STAGES)
+    # The run's last line: its results and where they are.
+    closing = flow_logs(state)[-1]
+    assert closing.startswith(f"lead-pipeline {_flow_run(state).name}: done — evaluate: "), closing
+    assert "proxy Pass@1" in closing and "; register: nothing registered" in closing, closing
+    assert f"results in DVC experiment {result['experiment']['name']}" in closing, closing
     upstream = {s: "skipped" for s in STAGES if s not in ("evaluate", "register")}
     assert result["outcomes"] == {**upstream, "evaluate": "ran", "register": "ran"}
     assert result["stages"]["evaluate"]["proxy.budget_24.pass_at_1"] is not None  # the override reached it
@@ -149,6 +155,13 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
     assert f"proxy Pass@1 {result['stages']['evaluate']['proxy.pass_at_1']:.3f}, Len" in summary
     assert f"`{evaluate.info.run_id}`" in summary  # the stage's MLflow run (an sqlite store: by its id)
     assert all(f"| {stage} | " in summary for stage in STAGES)
+
+
+def _flow_run(state):
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(state.state_details.flow_run_id)
 
 
 def _versions() -> list[str]:
@@ -232,11 +245,33 @@ def test_two_flows_started_at_once_on_a_fresh_prefect_home_both_run(committed, t
 
 
 def test_bad_params_or_stage_names_stop_before_any_stage(workspace):
+    from prefect.utilities.callables import parameter_schema
+    from prefect.utilities.schema_tools import ValidationError, validate
+
     from flows.pipeline import lead_pipeline, main
 
+    # At creation: the deployment's parameter schema, as the Prefect server validates it (prefect deployment
+    # run), refuses a key no params section has and a stage the DAG does not have; a good run passes.
+    schema = parameter_schema(lead_pipeline).model_dump_for_openapi()
+    validate({"overrides": ["train.max_steps=3"], "stages": ["train"]}, schema, raise_on_error=True)
+    with pytest.raises(ValidationError, match=r"'overrides\[0\]'.*'trian\.max_steps=3'"):
+        validate({"overrides": ["trian.max_steps=3"]}, schema, raise_on_error=True)
+    with pytest.raises(ValidationError, match=r"'stages\[1\]'.*'deploy'"):
+        validate({"stages": ["curate", "deploy"]}, schema, raise_on_error=True)
+
+    # On start: every rule; the run ends Failed with the reason as its last line and no traceback.
+    state = lead_pipeline(overrides=["train.num_generations=3"], workspace=str(workspace), return_state=True)
+    assert state.is_failed()
+    assert (
+        state.message.startswith(f"lead-pipeline {_flow_run(state).name}: failed: ")
+        and "\n" not in state.message
+    )
+    assert "train.num_generations = 3" in state.message
+    logs = flow_logs(state)
+    assert logs[-1] == state.message and not any("Traceback" in line for line in logs), logs
     with pytest.raises(ParamsError, match=r"train\.num_generations = 3"):
-        lead_pipeline(overrides=["train.num_generations=3"], workspace=str(workspace))
-    with pytest.raises(ValueError, match="unknown stage"):
+        state.result()
+    with pytest.raises(ParamsError, match="unknown stage"):
         lead_pipeline(workspace=str(workspace), stages=["curate", "deploy"])
     with pytest.raises(SystemExit) as exited:  # the command line: before any Prefect server starts
         main(["-S", "train.num_generations=3", "--workspace", str(workspace)])

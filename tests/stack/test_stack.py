@@ -240,16 +240,21 @@ def workspace(stack, tmp_path_factory) -> Path:
     return ws
 
 
+def client_env(stack: dict) -> dict[str, str]:
+    """The environment of a user's ``prefect`` commands against the stack."""
+    return {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PREFECT_HOME": str(stack["state"] / "prefect-client"),
+        **stack["client"],
+    }
+
+
 @pytest.fixture(scope="module")
 def pipeline(stack, workspace):
     """The one deployment run (module docstring): deploy, run, kill MLflow during register, restart it."""
     state = stack["state"]
-    env = {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        "PREFECT_HOME": str(state / "prefect-client"),
-        **stack["client"],
-    }
+    env = client_env(stack)
     started = time.monotonic()
     prefect(env, workspace, "--no-prompt", "deploy", "--prefect-file", "prefect.yaml", "-n", "local")
     mark = state / "chaos-killed"
@@ -343,6 +348,46 @@ def test_deployment_run_through_the_stack_runs_every_stage_with_the_override(pip
     assert "proxy.pass_at_1" in metrics  # the experiment holds the evaluation's headline figures
     assert yaml.safe_load((workspace / "params.yaml").read_text())["evaluate"]["max_new_tokens"] != 40
     assert not (workspace / "reports/evaluate/metrics.json").exists()
+
+
+def test_a_mistyped_override_is_refused_when_the_run_is_created(pipeline, stack, workspace):
+    """The server checks the overrides' keys against the deployment's parameter schema: one line, no run."""
+    runs = len(prefect_api(stack, "flow_runs/filter", {}))
+    done = subprocess.run(
+        [
+            str(BIN / "prefect"),
+            "deployment",
+            "run",
+            "lead-pipeline/local",
+            "--param",
+            'overrides=["trian.max_steps=3"]',
+        ],
+        cwd=workspace,
+        env=client_env(stack),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert "Validation failed for field 'overrides[0]'" in said and "'trian.max_steps=3'" in said, said
+    assert "Traceback" not in said and len(prefect_api(stack, "flow_runs/filter", {})) == runs
+
+
+def test_the_run_ends_with_its_results_and_where_they_are(pipeline, stack):
+    logs = prefect_api(
+        stack,
+        "logs/filter",
+        {
+            "logs": {"flow_run_id": {"any_": [pipeline["id"]]}, "task_run_id": {"is_null_": True}},
+            "sort": "TIMESTAMP_ASC",
+        },
+    )
+    own = [line["message"] for line in logs if not line["message"].startswith("Finished in")]
+    name = pipeline["flow_run"]["name"]
+    assert own[-1].startswith(f"lead-pipeline {name}: done — evaluate: "), own[-3:]
+    assert "proxy Pass@1" in own[-1] and "; register: " in own[-1], own[-1]
+    assert f"results in DVC experiment {name}" in own[-1] and "/#/experiments/" in own[-1], own[-1]
 
 
 def parent_run(client: MlflowClient):

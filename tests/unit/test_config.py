@@ -1,5 +1,6 @@
 """params.yaml validation: the shipped file is valid, and every bad file stops with one precise message."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,35 @@ def test_train_micro_batch_tokens_and_grpo_config_are_shipped_and_validated(tmp_
         path.write_text(f"train: {{{bad}}}\n")
         with pytest.raises(ParamsError, match=f"train.{bad.split(':')[0]}.*{fragment}"):
             load_params(path)
+
+
+def _leaf_keys(data: dict, prefix: str = "") -> list[tuple[str, object]]:
+    out = []
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out += _leaf_keys(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
+
+
+def test_the_override_schema_refuses_a_mistyped_key_and_accepts_every_key_the_loader_takes():
+    """What a Prefect deployment's parameter schema says of one override (the server checks it at creation): it
+    must never refuse what ``lead -S`` accepts, nor let through a key the loader refuses."""
+    import jsonschema
+
+    from lead.config.explain import override_schema
+
+    schema = override_schema()
+    ok = jsonschema.Draft202012Validator(schema).is_valid
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for key, value in _leaf_keys(data):  # every key the shipped file writes, set to the value it has
+        override = f"{key}={json.dumps(value)}"
+        assert ok(override), override
+        load_params(ROOT / "params.yaml", [override])
+    assert ok("train.grpo_config.warmup_ratio=0.1")  # free keys under a mapping
+    for typo in ("trian.max_steps=3", "train.max_step=3", "+train.max_steps=3", "train.max_steps"):
+        assert not ok(typo), typo
+        if "=" in typo:
+            with pytest.raises(ParamsError):
+                load_params(ROOT / "params.yaml", [typo])
