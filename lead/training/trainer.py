@@ -26,6 +26,7 @@ Everything numeric lives in the pure modules; this file is glue.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from lead.core.advantages import lead_advantages, lead_metrics
 from lead.core.outcomes import ANSWERED, EVALUATION, OUTCOMES, Outcome, judge
 from lead.core.rewards import lead_rewards
 from lead.grading import GradeStats
+from lead.training import vllm_cpu
 from lead.training.presets import LeadSettings
 
 # A step where more than this share of the grades timed out is not trusted: math-verify is broken or starved,
@@ -121,7 +123,13 @@ class LEADTrainer(GRPOTrainer):
                 f"{len(funcs)} reward functions; set the outcome values through the preset (train.preset, "
                 "train.penalty, train.repetition_penalty) instead"
             )
-        super().__init__(*args, **kwargs)
+        args_ = kwargs.get("args") or (args[1] if len(args) > 1 else None)
+        colocated_on_cpu = args_ is not None and vllm_cpu.needed(
+            args_.use_vllm, args_.vllm_mode, cuda=torch.cuda.is_available()
+        )
+        # On CPU the colocated engine must compute with the weights TRL syncs into it (lead.training.vllm_cpu).
+        with vllm_cpu.live_weights() if colocated_on_cpu else contextlib.nullcontext():
+            super().__init__(*args, **kwargs)
         self.lead = lead
         self.answer_column = answer_column
         self._lead_batch: dict[str, np.ndarray] = {}

@@ -42,3 +42,26 @@ def test_the_batch_dict_and_buffers_we_touch_still_exist():
     init = inspect.getsource(GRPOTrainer.__init__)
     assert "self._logs = {" in init and "self._metrics" in init
     assert "self.eos_token_ids" in inspect.getsource(GRPOTrainer)
+
+
+def test_the_cpu_gemm_dispatch_that_live_weights_replaces_is_where_vllm_looks_it_up():
+    """lead.training.vllm_cpu replaces vLLM's CPU GEMM dispatch by module attribute: it acts only if vLLM keeps
+    the function there, looks it up there when a layer's weights are processed, and computes a CPU linear layer
+    as ``layer.cpu_linear(x, weight, bias)``; and TRL's colocated sync loads weights into that same model."""
+    import importlib
+
+    from trl.generation.vllm_generation import VLLMGeneration
+    from vllm.model_executor.layers import linear, utils, vocab_parallel_embedding
+
+    from lead.training.vllm_cpu import SEAM, SEAM_MODULE
+
+    module = importlib.import_module(SEAM_MODULE)
+    assert list(inspect.signature(getattr(module, SEAM)).parameters) == ["layer", "remove_weight"]
+    lookup = f"from {SEAM_MODULE} import {SEAM}"  # inside the method: the attribute is read at each call
+    for method in (
+        linear.UnquantizedLinearMethod.process_weights_after_loading,
+        vocab_parallel_embedding.UnquantizedEmbeddingMethod.process_weights_after_loading,
+    ):
+        assert lookup in inspect.getsource(method), method.__qualname__
+    assert "layer.cpu_linear(x, weight, bias)" in inspect.getsource(utils.cpu_unquantized_gemm)
+    assert "model_runner.model.load_weights" in inspect.getsource(VLLMGeneration.sync_weights)

@@ -449,3 +449,52 @@ def test_micro_batches_train_the_same_step_as_one_batch(rl_params, tmp_path, mon
     assert largest > 1e-4
     for key, value in update.items():
         torch.testing.assert_close(micro[key] - start[key], value, rtol=1e-3, atol=1e-3 * largest)
+
+
+@pytest.mark.slow
+def test_on_cpu_the_trainer_generates_with_vllm_from_the_weights_it_trains(
+    rl_params, tiny_model, monkeypatch
+):
+    """TRL's colocated vLLM on CPU (lead.training.vllm_cpu): two GRPO steps at a learning rate that changes the
+    greedy completions; after TRL's own weight sync, vLLM's greedy completions are transformers' with the
+    trained weights, and not the start model's."""
+    from transformers import AutoModelForCausalLM
+    from vllm import SamplingParams
+
+    # Outcomes that differ within each group, so that the advantages (hence the updates) are not zero.
+    monkeypatch.setattr(
+        seam,
+        "classify",
+        lambda texts, *a, **k: ([CYCLE[i % 4] for i in range(len(texts))], GradeStats(total=len(texts))),
+    )
+    trainers = []
+    original = seam.LEADTrainer.train
+
+    def keep(self, *args, **kwargs):
+        trainers.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(seam.LEADTrainer, "train", keep)
+    rl_params.train.use_vllm, rl_params.train.learning_rate = True, 0.05
+    assert train.run(rl_params)["steps"] == 2
+    (trainer,) = trainers
+    trainer.vllm_generation.sync_weights()  # what TRL does before generating at the next step
+
+    tokenizer = trainer.processing_class
+    prompts = [tokenizer(p.question)["input_ids"] for p in tiny_model[1][:6]]
+
+    def greedy(model) -> list[list[int]]:
+        out = []
+        for ids in prompts:
+            done = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, pad_token_id=0)
+            out.append(done[0, len(ids) :].tolist())
+        return out
+
+    generated = trainer.vllm_generation.llm.generate(
+        [{"prompt_token_ids": ids} for ids in prompts],
+        SamplingParams(temperature=0, max_tokens=12),
+        use_tqdm=False,
+    )
+    from_vllm = [list(g.outputs[0].token_ids) for g in generated]
+    assert from_vllm == greedy(trainer.model.eval())
+    assert from_vllm != greedy(AutoModelForCausalLM.from_pretrained(tiny_model[0]).eval())

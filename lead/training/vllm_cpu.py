@@ -1,0 +1,60 @@
+"""vLLM generating inside the trainer on CPU: the colocated engine computes with the weights TRL syncs into it.
+
+TRL's ``vllm_mode="colocate"`` builds a vLLM engine in the training process and, before each generation, loads
+the policy's current weights into it (``model.load_weights``). On CPU, vLLM (0.31) prepares each linear layer
+for oneDNN once its weights are loaded: ``UnquantizedLinearMethod.process_weights_after_loading`` calls
+``vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm(layer, remove_weight=True)``, which packs the
+weight into a kernel handle and replaces ``layer.weight`` by an empty Parameter without its ``weight_loader``.
+The first weight sync then fails (``'Parameter' object has no attribute 'weight_loader'``); and a layer packed
+with ``remove_weight=False`` (the embedding that serves as the output head) would keep computing with the
+packed copy of the *old* weights, generating from a policy that no longer exists, silently.
+
+:func:`live_weights` is the one adapter: while it is active, that dispatch gives every 2-D (linear) layer
+``torch.nn.functional.linear`` on its own ``layer.weight`` — vLLM's own fallback for CPUs without oneDNN — so
+a sync's in-place ``load_weights`` is what the next generation computes with. Other layers (3-D MoE expert
+weights, convolutions) keep vLLM's dispatch. It costs oneDNN's packed GEMMs, which matter for large models on
+large CPUs, not for the tiny proxy model; on GPU it is never applied (:func:`needed`).
+``tests/contracts/test_trl_seam.py`` fails if vLLM moves or renames what this relies on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+# Where vLLM decides, per layer, how a CPU GEMM is computed (called by the linear and embedding methods at load).
+SEAM_MODULE = "vllm.model_executor.layers.utils"
+SEAM = "dispatch_cpu_unquantized_gemm"
+
+
+def needed(use_vllm: bool, vllm_mode: str, cuda: bool) -> bool:
+    """Whether the trainer's engine needs :func:`live_weights`: vLLM colocated with a trainer on CPU."""
+    return use_vllm and vllm_mode == "colocate" and not cuda
+
+
+def _live_dispatch(original: Callable[..., None]) -> Callable[..., None]:
+    def dispatch(layer: Any, remove_weight: bool) -> None:
+        import torch
+
+        if layer.weight.ndim != 2:  # not a linear layer: vLLM's own handling
+            original(layer, remove_weight)
+            return
+        layer.cpu_linear = torch.nn.functional.linear  # called as cpu_linear(x, layer.weight, bias)
+
+    return dispatch
+
+
+@contextlib.contextmanager
+def live_weights() -> Iterator[None]:
+    """While active, vLLM engines built in this process compute every linear layer on CPU from its live
+    ``layer.weight`` (see the module docstring); the dispatch is restored on exit. Wrap the construction of
+    the trainer (where TRL builds its colocated engine): the dispatch runs once, when the engine loads."""
+    module = importlib.import_module(SEAM_MODULE)
+    original = getattr(module, SEAM)
+    setattr(module, SEAM, _live_dispatch(original))
+    try:
+        yield
+    finally:
+        setattr(module, SEAM, original)
