@@ -282,9 +282,10 @@ def pipeline(stack, workspace):
     run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", out).group(1)
 
     def killed():
-        state_type = flow_run(stack, run_id)["state_type"]
-        assert state_type not in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"), (
-            f"the flow run ended {state_type} before the MLflow server was killed"
+        run = flow_run(stack, run_id)
+        assert run["state_type"] not in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"), (
+            f"the flow run ended {run['state_type']} before the MLflow server was killed: "
+            f"{(run.get('state') or {}).get('message')}"
         )
         return mark.exists()
 
