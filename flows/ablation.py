@@ -279,12 +279,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gpus-per-cell", type=int, default=0, help="CUDA_VISIBLE_DEVICES slots per cell")
     args = parser.parse_args(argv)
     check_then_start(parser, args.workspace, args.overrides)
-    lead_ablation(
+    state = lead_ablation(
         overrides=args.overrides,
         concurrency=args.concurrency,
         workspace=args.workspace,
         gpus_per_cell=args.gpus_per_cell,
+        return_state=True,
     )
+    sys.exit(0 if state.is_completed() else 1)  # the run's last log line said why
 
 
 if __name__ == "__main__":

@@ -359,9 +359,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--push", action="store_true", help="dvc push the results at the end")
     args = parser.parse_args(argv)
     check_then_start(parser, args.workspace, args.overrides)
-    lead_pipeline(
-        overrides=args.overrides, stages=args.stages, workspace=args.workspace, pull=args.pull, push=args.push
+    state = lead_pipeline(
+        overrides=args.overrides,
+        stages=args.stages,
+        workspace=args.workspace,
+        pull=args.pull,
+        push=args.push,
+        return_state=True,
     )
+    # The run's last log line said why; a traceback here would only repeat it.
+    sys.exit(0 if state.is_completed() else 1)
 
 
 if __name__ == "__main__":

@@ -276,3 +276,6 @@ def test_bad_params_or_stage_names_stop_before_any_stage(workspace):
     with pytest.raises(SystemExit) as exited:  # the command line: before any Prefect server starts
         main(["-S", "train.num_generations=3", "--workspace", str(workspace)])
     assert exited.value.code == 2
+    with pytest.raises(SystemExit) as exited:  # a run that stops: exit 1 after its one line, no traceback
+        main(["--stages", "curate,deploy", "--workspace", str(workspace)])
+    assert exited.value.code == 1
