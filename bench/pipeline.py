@@ -59,7 +59,7 @@ def _dvc_repro(workspace: Path) -> tuple[float, dict[str, float], str]:
     log = "".join(lines)
     if proc.returncode != 0:
         raise RuntimeError(f"dvc repro failed in {workspace}:\n{log[-4000:]}")
-    ends = [t for _, t in marks[1:]] + [started + total]
+    ends = [t for _, t in marks[1:]] + [started + total] * bool(marks)  # a no-op run starts no stage
     return total, {stage: end - begin for (stage, begin), end in zip(marks, ends, strict=True)}, log
 
 
