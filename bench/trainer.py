@@ -45,12 +45,13 @@ def _trainer(kind: str, params, rows, out: Path, steps: int):
     from transformers import AutoTokenizer, PrinterCallback
     from trl import GRPOTrainer
 
+    from lead.io.sampling import context_window
     from lead.stages.train import grpo_config, start_model
     from lead.training.presets import resolve
     from lead.training.trainer import LEADTrainer, outcome_reward_func
 
     params.train.max_steps = steps
-    config = grpo_config(params, out)
+    config = grpo_config(params, out, context=context_window(start_model(params)))
     config.report_to = []
     config.save_strategy = "no"
     settings = resolve(params.train).lead
