@@ -452,8 +452,18 @@ def test_micro_batches_train_the_same_step_as_one_batch(rl_params, tmp_path, mon
 
 
 @pytest.mark.slow
+def _leave_the_process_group() -> None:
+    """Free what the colocated engine's torch.distributed group holds in this process (its port included)."""
+    from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+    destroy_model_parallel()
+    destroy_distributed_environment()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 def test_on_cpu_the_trainer_generates_with_vllm_from_the_weights_it_trains(
-    rl_params, tiny_model, monkeypatch
+    rl_params, tiny_model, monkeypatch, request
 ):
     """TRL's colocated vLLM on CPU (lead.training.vllm_cpu): two GRPO steps at a learning rate that changes the
     greedy completions; after TRL's own weight sync, vLLM's greedy completions are transformers' with the
@@ -475,6 +485,11 @@ def test_on_cpu_the_trainer_generates_with_vllm_from_the_weights_it_trains(
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(seam.LEADTrainer, "train", keep)
+    # TRL's colocated engine sets these for torch.distributed in this process: undone at the end, or every
+    # process this test worker starts later (a `dvc repro`, a Prefect worker) would join a group on port 29500.
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    request.addfinalizer(_leave_the_process_group)
     rl_params.train.use_vllm, rl_params.train.learning_rate = True, 0.05
     assert train.run(rl_params)["steps"] == 2
     (trainer,) = trainers
