@@ -41,11 +41,9 @@ def closing_line(
     last stage's headline), where they are (the DVC experiment, or the workspace) and the MLflow parent run."""
     shown = [r for r in rows if r.stage in ("evaluate", "register")] or rows[-1:]
     results = "; ".join(f"{r.stage}: {headline(r.stage, r.summary)}" for r in shown)
-    where = (
-        f"DVC experiment {experiment['name']} (dvc exp apply {experiment['name']})"
-        if experiment
-        else ("the workspace")
-    )
+    where = "the workspace"
+    if experiment:
+        where = f"DVC experiment {experiment['name']} (dvc exp apply {experiment['name']})"
     ui = _ui(tracking_uri)
     run = f"{ui}/#/experiments/{parent[0]}/runs/{parent[1]}" if ui else f"{parent[1]} in {tracking_uri}"
     return f"lead-pipeline {flow_run}: done — {results} — results in {where}; MLflow parent run {run}"

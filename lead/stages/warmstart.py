@@ -113,7 +113,7 @@ def sft_config(params: Params, output_dir: Path):
         output_dir=str(output_dir),
         # Random batches on purpose: length-grouped ones (transformers' group_by_length, or buckets in random
         # order, with or without token-weighted loss) pad 1.02x instead of 1.8x and take 0.6x the time, but the
-        # warm start then solves half as much of the pool (calibrate's mean pass rate 0.03-0.10 against 0.21).
+        # warm start then solves far less of the pool (calibrate's mean pass rate 0.03-0.10 against 0.21).
         per_device_train_batch_size=ws.batch_size,
         learning_rate=ws.learning_rate,
         lr_scheduler_type="cosine",

@@ -123,12 +123,9 @@ class LEADTrainer(GRPOTrainer):
                 f"{len(funcs)} reward functions; set the outcome values through the preset (train.preset, "
                 "train.penalty, train.repetition_penalty) instead"
             )
-        args_ = kwargs.get("args") or (args[1] if len(args) > 1 else None)
-        colocated_on_cpu = args_ is not None and vllm_cpu.needed(
-            args_.use_vllm, args_.vllm_mode, cuda=torch.cuda.is_available()
-        )
+        config = kwargs.get("args") or (args[2] if len(args) > 2 else None)  # GRPOTrainer(model, funcs, args)
         # On CPU the colocated engine must compute with the weights TRL syncs into it (lead.training.vllm_cpu).
-        with vllm_cpu.live_weights() if colocated_on_cpu else contextlib.nullcontext():
+        with vllm_cpu.live_weights() if vllm_cpu.needed(config) else contextlib.nullcontext():
             super().__init__(*args, **kwargs)
         self.lead = lead
         self.answer_column = answer_column

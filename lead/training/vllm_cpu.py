@@ -29,9 +29,14 @@ SEAM_MODULE = "vllm.model_executor.layers.utils"
 SEAM = "dispatch_cpu_unquantized_gemm"
 
 
-def needed(use_vllm: bool, vllm_mode: str, cuda: bool) -> bool:
-    """Whether the trainer's engine needs :func:`live_weights`: vLLM colocated with a trainer on CPU."""
-    return use_vllm and vllm_mode == "colocate" and not cuda
+def needed(config: Any) -> bool:
+    """Whether a trainer with the GRPOConfig ``config`` needs :func:`live_weights`: its vLLM engine colocated,
+    on a machine without CUDA."""
+    import torch
+
+    return bool(
+        config and config.use_vllm and config.vllm_mode == "colocate" and not torch.cuda.is_available()
+    )
 
 
 def _live_dispatch(original: Callable[..., None]) -> Callable[..., None]:

@@ -25,13 +25,18 @@ from lead.training.checkpoints import last_complete_checkpoint
 CYCLE = [Outcome.CORRECT, Outcome.WRONG, Outcome.CORRECT, Outcome.UNFINISHED]
 
 
-def test_lead_trainer_replaces_advantages_with_lead_maths(rl_params, monkeypatch):
-    """Whatever the model writes, the advantages TRL trains on are exactly lead_advantages(lead_rewards(...))."""
+@pytest.fixture
+def cycled_outcomes(monkeypatch):
+    """Whatever the model writes, the outcomes of each group of 4 are CYCLE (so advantages are never zero)."""
     monkeypatch.setattr(
         seam,
         "classify",
         lambda texts, *a, **k: ([CYCLE[i % 4] for i in range(len(texts))], GradeStats(total=len(texts))),
     )
+
+
+def test_lead_trainer_replaces_advantages_with_lead_maths(rl_params, cycled_outcomes, monkeypatch):
+    """Whatever the model writes, the advantages TRL trains on are exactly lead_advantages(lead_rewards(...))."""
     seen = []
     original = seam.LEADTrainer._generate_and_score_completions
 
@@ -410,17 +415,12 @@ def test_an_empty_pool_stops_train_with_the_reason_and_its_knob(small_params):
         train.training_rows(small_params)
 
 
-def test_micro_batches_train_the_same_step_as_one_batch(rl_params, tmp_path, monkeypatch):
+def test_micro_batches_train_the_same_step_as_one_batch(rl_params, tmp_path, cycled_outcomes, monkeypatch):
     """train.micro_batch_tokens changes how a step is computed, not what: 4 micro-batches of 2 completions with
     accumulated gradients make the update one batch of 8 makes (same seed, so the same generation), and one
     generation still serves the whole step."""
     from safetensors.torch import load_file
 
-    monkeypatch.setattr(
-        seam,
-        "classify",
-        lambda texts, *a, **k: ([CYCLE[i % 4] for i in range(len(texts))], GradeStats(total=len(texts))),
-    )
     generated = []
     original = seam.LEADTrainer._generate_and_score_completions
 
@@ -463,7 +463,7 @@ def _leave_the_process_group() -> None:
 
 
 def test_on_cpu_the_trainer_generates_with_vllm_from_the_weights_it_trains(
-    rl_params, tiny_model, monkeypatch, request
+    rl_params, tiny_model, cycled_outcomes, monkeypatch, request
 ):
     """TRL's colocated vLLM on CPU (lead.training.vllm_cpu): two GRPO steps at a learning rate that changes the
     greedy completions; after TRL's own weight sync, vLLM's greedy completions are transformers' with the
@@ -471,12 +471,6 @@ def test_on_cpu_the_trainer_generates_with_vllm_from_the_weights_it_trains(
     from transformers import AutoModelForCausalLM
     from vllm import SamplingParams
 
-    # Outcomes that differ within each group, so that the advantages (hence the updates) are not zero.
-    monkeypatch.setattr(
-        seam,
-        "classify",
-        lambda texts, *a, **k: ([CYCLE[i % 4] for i in range(len(texts))], GradeStats(total=len(texts))),
-    )
     trainers = []
     original = seam.LEADTrainer.train
 
