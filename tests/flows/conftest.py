@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,7 +87,18 @@ def make_workspace(ws: Path, config: dict, extra: tuple[str, ...] = ()) -> Path:
     dvc(ws, "config", "core.analytics", "false")
     subprocess.run([*git, "add", "-A"], cwd=ws, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "workspace"], cwd=ws, check=True)
+    _settle_index(ws)
     return ws
+
+
+def _settle_index(ws: Path) -> None:
+    """Refresh git's index once the clock has passed the second the files were written in, as in a clone that
+    has sat a moment. A file written in the same second as the index is "racily clean" (git's timestamps are
+    whole seconds): every ``git status`` re-reads it to compare contents. Register's ``git status`` (its
+    ``+dirty`` lineage tag) would then read files the DAG contract rightly says it does not depend on."""
+    index = ws / ".git" / "index"
+    time.sleep(max(0.0, int(index.stat().st_mtime) + 1 - time.time()))
+    subprocess.run(["git", "update-index", "-q", "--refresh"], cwd=ws, check=True)
 
 
 @pytest.fixture(scope="session")

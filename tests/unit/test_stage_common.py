@@ -136,6 +136,28 @@ def test_a_run_whose_process_was_killed_is_ended_by_the_next_stage_and_a_live_pr
             proc.wait()
 
 
+def test_what_a_killed_process_leaves_of_the_local_mlflow_store_is_ignored_by_git(tmp_path):
+    """A process killed mid-write leaves SQLite's hot journal beside ``mlflow.db`` (the next connection rolls
+    it back): as the store itself, it is no change to the repository (a killed flow run must leave ``git
+    status`` clean)."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+
+    shutil.copy(ROOT / ".gitignore", tmp_path / ".gitignore")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", ".gitignore"], cwd=tmp_path, check=True)
+    writer = (
+        "import os, signal, sqlite3; db = sqlite3.connect('mlflow.db'); db.execute('create table t (x)');"
+        "db.commit(); db.execute('insert into t values (1)'); os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    killed = subprocess.run([sys.executable, "-c", writer], cwd=tmp_path)
+    assert killed.returncode == -signal.SIGKILL and (tmp_path / "mlflow.db-journal").exists()
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=tmp_path, capture_output=True, text=True)
+    assert status.stdout == "A  .gitignore\n"
+
+
 def test_stage_main_exits_cleanly_on_a_bad_recipe_bad_params_found_by_the_stage_and_a_stage_error(
     tmp_path, capsys
 ):
