@@ -48,8 +48,8 @@ def measure(
     import pandas as pd
 
     from lead.config import load_params
+    from lead.io.sources import proxy_problems, proxy_records
     from lead.io.tracking import use_experiment
-    from lead.stages.curate import proxy_problems, proxy_records
 
     params = load_params(ROOT / "params.yaml")
     models = ROOT / params.paths.models

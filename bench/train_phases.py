@@ -56,7 +56,7 @@ def measure(use_vllm: bool) -> tuple[dict[str, float], float]:
     """Seconds per step of each phase and of a whole step (median of the step timer), over :data:`STEPS`."""
     from bench.trainer import _trainer
     from lead.config import load_params
-    from lead.stages.train import training_rows
+    from lead.training.inputs import training_rows
 
     params = load_params("params.yaml")
     params.train.use_vllm = use_vllm

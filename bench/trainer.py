@@ -46,7 +46,8 @@ def _trainer(kind: str, params, rows, out: Path, steps: int):
     from trl import GRPOTrainer
 
     from lead.io.sampling import context_window
-    from lead.stages.train import grpo_config, start_model
+    from lead.training.grpo_config import grpo_config
+    from lead.training.inputs import start_model
     from lead.training.presets import resolve
     from lead.training.trainer import LEADTrainer, outcome_reward_func
 
@@ -74,7 +75,7 @@ def _trainer(kind: str, params, rows, out: Path, steps: int):
 def measure(steps: int = 10, rounds: int = 2) -> dict:
     """Median seconds per step of each trainer and LEAD's overhead ratio."""
     from lead.config import load_params
-    from lead.stages.train import training_rows
+    from lead.training.inputs import training_rows
 
     params = load_params("params.yaml")
     rows = training_rows(params)

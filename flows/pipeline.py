@@ -33,7 +33,7 @@ Flow parameters:
 
 * ``overrides`` — ``["train.max_steps=20", ...]``, the syntax of ``lead -S`` and ``dvc exp run -S``. They are
   validated first: bad params stop the run before any stage.
-* ``stages`` — a subset of :data:`lead.stages.STAGES`, run in DAG order.
+* ``stages`` — a subset of :data:`lead.dag.STAGES`, run in DAG order.
 * ``workspace`` — the DVC workspace (default: the current folder; a deployment sets it with its pull step).
 * ``pull`` / ``push`` — fetch outputs the DVC remote already has instead of recomputing them (``dvc repro
   --pull``), and ``dvc push`` the results at the end: what a run on a fresh clone (the GPU deployment) needs.
@@ -79,8 +79,7 @@ from flows.experiment import clean_stale, experiment_copy, save_experiment
 from flows.prefect_api import STOPPING, Override, check_then_start, stopped
 from flows.summary import OUTCOMES, StageRow, closing_line, markdown, stage_line
 from lead.config import Params, ParamsError, load_params
-from lead.io.summaries import summary_file
-from lead.stages import STAGES
+from lead.dag import STAGES, summary_file
 
 # Sampling engines and the tracking store can fail transiently; training resumes from its checkpoints.
 RETRIES = {"calibrate": 2, "train": 1, "calibrate_stage2": 2, "train_stage2": 1, "evaluate": 2, "register": 2}

@@ -153,9 +153,9 @@ def params(
 
 
 def _check_train_settings(resolved: Params) -> None:
-    """The train settings only TRL or the launch can judge (:func:`lead.stages.train.check_train_settings`;
+    """The train settings only TRL or the launch can judge (:func:`lead.training.grpo_config.check_train_settings`;
     TRL is imported only for a non-empty train.grpo_config); a bad one exits 2."""
-    from lead.stages.train import check_train_settings
+    from lead.training.grpo_config import check_train_settings
 
     try:
         check_train_settings(resolved)
@@ -607,7 +607,7 @@ def pipeline(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None
     """Run every stage in order, in this process (``dvc repro`` does the same, skipping what is up to date)."""
     import importlib
 
-    from lead.stages import STAGES
+    from lead.dag import STAGES
 
     cfg = _params(path, overrides)
     for name in STAGES:
@@ -621,9 +621,9 @@ def results(path: ParamsOpt = DEFAULT_PARAMS) -> None:
     """What the workspace's last run holds: each stage's headline, then where to look (what `make run` ends with)."""
     import json
 
-    from lead.io.summaries import headline, summary_file
+    from lead.dag import STAGES, summary_file
+    from lead.io.summaries import headline
     from lead.io.tracking import tracking_uri
-    from lead.stages import STAGES
 
     cfg = _params(path, [])
     for stage in STAGES:

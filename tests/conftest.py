@@ -77,8 +77,8 @@ def tmp_params(tmp_path: Path, **sections) -> Params:
 def write_pool(params: Params, pool) -> None:
     """Write ``pool`` (a DataFrame) as curate's training pool and publish it as curate does (the stages that
     read ``train.parquet`` refuse one that curate's manifest does not name)."""
+    from lead.dag import manifest_path
     from lead.io.fingerprint import publish
-    from lead.stages._common import manifest_path
 
     path = params.paths.curated / "train.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)

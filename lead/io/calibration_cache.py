@@ -24,7 +24,7 @@ settings, same completions), so its results and an in-process engine's share the
 are appended and fsync'ed as soon as it is graded, so an interrupted run resumes from the last finished
 chunk. Results of other settings stay in the file (switching back to a model or temperature costs
 nothing). A torn last line from a crash is skipped and removed by the compaction at the end of the next
-run. The file is no DVC output (resume state, :func:`lead.stages._common.resume_dir`): ``dvc repro`` never
+run. The file is no DVC output (resume state, :func:`lead.dag.resume_dir`): ``dvc repro`` never
 deletes it, ``dvc push`` never carries it, and a clone without it samples again what it needs.
 
 Seeds: every prompt is sampled with its own seed, sha256(``calibrate.seed``, its user message)

@@ -9,7 +9,8 @@ A source's ``path`` is one of
 * a Hugging Face dataset id (``datasets.load_dataset(path, config, split=split)``; lead runs offline by
   default, so this needs ``HF_DATASETS_OFFLINE=0`` or a cached copy).
 
-The ``proxy`` source is generated, not read: ``lead/stages/curate.py`` builds its rows. Rows are returned
+The ``proxy`` source is generated, not read: :func:`proxy_problems` draws it (curate, warmstart and the
+benchmarks draw the same problems). Rows are returned
 as ``(origin, row)`` pairs for :func:`lead.core.curation.records_from_rows`. A file that cannot be read at all —
 missing, not UTF-8, not JSON, no line of it parseable, not Parquet — raises :class:`SourceError` naming it.
 """
@@ -20,7 +21,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lead.config import Params
 from lead.core.curation import Malformed, Record, normalize_answer, records_from_rows
+from lead.core.proxy import ProxyProblem, generate_problems
 
 BUILTIN: dict[str, str] = {
     "math_train": "math/train.jsonl",
@@ -162,3 +165,33 @@ def load_benchmark(name: str, raw: Path) -> list[Record]:
     for rec in records:  # the same answer form as the training pool (AIME 2024's "025" -> "25")
         rec.answer = normalize_answer(rec.answer)[0]
     return records
+
+
+def proxy_records(problems: list[ProxyProblem]) -> list[dict[str, Any]]:
+    """Proxy problems in the curated schema."""
+    return [
+        {
+            "id": p.uid,
+            "problem": p.question,
+            "answer": str(p.answer),
+            "source": "proxy",
+            "split": p.split,
+            "level": p.level,
+        }
+        for p in problems
+    ]
+
+
+def proxy_problems(params: Params, split: str) -> list[ProxyProblem]:
+    """The proxy problems of ``split`` as ``curate.proxy`` and ``curate.seed`` draw them (curate and warmstart)."""
+    cfg = params.curate.proxy
+    levels = cfg.max_ops - cfg.min_ops + 1
+    n = cfg.train_problems if split == "train" else cfg.test_per_level * levels
+    return generate_problems(
+        n,
+        split=split,
+        seed=params.curate.seed,
+        min_ops=cfg.min_ops,
+        max_ops=cfg.max_ops,
+        max_value=cfg.max_value,
+    )

@@ -1,31 +1,18 @@
-"""What each stage wrote about its run: where (:func:`summary_file`) and its one line for people (:func:`headline`).
+"""What a stage says about its run: its one line for people (:func:`headline`), and why calibration kept no
+problem (:func:`empty_pool_message`).
 
 Read by the stages themselves (each ends by saying what it did), by ``lead results`` (what ``make run`` ends
-with: the headline figures and where the results are) and by the Prefect flows (the run log and the summary
-artifact): one rule, written here.
+with: the headline figures and where the results are, :func:`lead.dag.summary_file`) and by the Prefect flows
+(the run log and the summary artifact): one rule, written here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lead.config import Params
-
-
-def summary_file(params: Params, stage: str) -> Path:
-    """The JSON each stage writes about its run (a DVC metrics file or output)."""
-    return {
-        "curate": params.paths.curated / "curation.json",
-        "warmstart": params.paths.reports / "warmstart.json",
-        "calibrate": params.paths.reports / "calibrate" / "summary.json",
-        "train": params.paths.reports / "train.json",
-        "calibrate_stage2": params.paths.reports / "calibrate_stage2" / "summary.json",
-        "train_stage2": params.paths.reports / "train_stage2.json",
-        "evaluate": params.paths.reports / "evaluate" / "metrics.json",
-        "register": params.paths.reports / "register.json",
-    }[stage]
+from lead.core.difficulty import Inclusive, band_rule, in_band
 
 
 def number(value: Any, spec: str = ".3f") -> str:
@@ -91,3 +78,96 @@ def _headline(stage: str, summary: Mapping[str, Any]) -> str:
 
 def aliases(register: Mapping[str, Any]) -> str:
     return ", ".join(register.get("aliases") or []) or "no alias"
+
+
+def _closing(inclusive: str | None, end: str) -> str:
+    """The ``calibrate.keep_inclusive`` value that closes ``end`` (``left``/``right``) of the band too."""
+    if inclusive is None:  # band unknown
+        return f"{end} or both"
+    closed = {"left", "right"} if inclusive == "both" else {inclusive} - {"neither"}
+    return "both" if closed | {end} == {"left", "right"} else end
+
+
+def empty_pool_message(
+    correct: Sequence[int],
+    samples: int,
+    params: Params,
+    band: tuple[float, float, Inclusive] | None = None,
+) -> str:
+    """Why stage-1 calibration kept none of its problems, with its numbers, and the knobs for that reason.
+
+    ``correct`` = each problem's correct completions out of ``samples`` (k), so p = c / k; ``band`` = the
+    keep band ``(low, high, inclusive)`` of :func:`lead.core.difficulty.in_band` where the caller knows it (the
+    calibrate stage), None where it does not (the train stage reads the calibrated pool, not ``calibrate.*``):
+    then a problem is too hard when p = 0 and too easy when p = 1. With nothing kept, either
+
+    * every problem is too hard (p at or below the band's low end; "none solved" when p = 0 for all): a
+      stronger model, easier problems, or a band that reaches lower (``calibrate.min_pass_rate``,
+      ``calibrate.keep_inclusive`` closing the low end);
+    * every problem is too easy ("all solved" when p = 1 for all): harder problems, or a band that reaches
+      higher (``calibrate.max_pass_rate``, ``keep_inclusive`` closing the high end: all-correct groups still
+      carry the length reward's signal);
+    * or some of each, none inside: more samples per problem (p moves in steps of 1/k) or a wider band.
+    """
+    n, total, solved = len(correct), len(correct) * samples, sum(correct)
+    rule = f" ({band_rule(*band)})" if band else ""
+    head = f"calibrate kept 0 of {n} problems{rule}"
+    if not n:
+        return f"{head}: the curated pool is empty; check curate.sources and {params.paths.reports}/curate"
+    rates = [c / samples for c in correct]
+    model = "the warm start" if params.warmstart.enabled else f"model.base ({params.model.base})"
+    low, high, inclusive = band if band else (0.0, 1.0, None)
+    if band:
+        # Too hard = not above the band's low end; with nothing kept, the rest is at or above its high end.
+        hard = [p for p in rates if not in_band(p, low, 1.0, _closing(inclusive, "right"))]
+        easy = [p for p in rates if p not in hard]
+    else:  # the band unknown: too hard = never solved, too easy = always solved
+        hard, easy = [p for p in rates if p == 0], [p for p in rates if p == 1]
+    if len(hard) == n:
+        why = (
+            f"{model} solved 0 of {total} samples"
+            if solved == 0
+            else f"every pass rate is at most {max(hard):g}, none above calibrate.min_pass_rate = {low:g}"
+        )
+        stronger = (
+            "a stronger warm start (warmstart.epochs, warmstart.examples)"
+            if params.warmstart.enabled
+            else "a stronger model.base (or warmstart.enabled: true)"
+        )
+        knobs = [stronger, "easier problems (curate.sources)"]
+        if low > 0:
+            knobs.append("a lower calibrate.min_pass_rate")
+        if low in hard and _closing(inclusive, "left") != inclusive:
+            knobs.append(f"calibrate.keep_inclusive: {_closing(inclusive, 'left')} (keeps p = {low:g})")
+    elif len(easy) == n:
+        why = (
+            f"{model} solved all {total} samples"
+            if solved == total
+            else f"every pass rate is at least {min(easy):g}, none below calibrate.max_pass_rate = {high:g}"
+        )
+        knobs = ["harder problems (curate.sources)"]
+        if high < 1:
+            knobs.append("a higher calibrate.max_pass_rate")
+        if high in easy and _closing(inclusive, "right") != inclusive:
+            knobs.append(
+                f"calibrate.keep_inclusive: {_closing(inclusive, 'right')} (keeps p = {high:g}; all-correct "
+                "groups still carry the length reward's signal)"
+            )
+    else:
+        where = (
+            f"{len(hard)} at or below the band (p <= {max(hard):g}) and {len(easy)} at or above it "
+            f"(p >= {min(easy):g})"
+            if band
+            else f"{len(hard)} never solved, {len(easy)} always solved, {n - len(hard) - len(easy)} others"
+        )
+        why = f"{where}, none inside the band"
+        knobs = [
+            f"more samples per problem (calibrate.samples = {samples}: p moves in steps of 1/{samples})",
+            "a wider band (calibrate.min_pass_rate, calibrate.max_pass_rate, calibrate.keep_inclusive)",
+        ]
+    return f"{head}: {why}; use {_either(knobs)}"
+
+
+def _either(options: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"

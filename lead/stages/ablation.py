@@ -25,9 +25,9 @@ from typing import Any
 
 from lead.config import Params
 from lead.core import ablation
+from lead.dag import CELL_RESULT, StageError, cell_result_dir
 from lead.io.files import write_json, write_text
-from lead.stages._common import StageError, stage_main
-from lead.stages.ablation_cell import RESULT, cell_dir
+from lead.stages._common import stage_main
 
 OUTPUT = "ablation.json"
 METRICS = "metrics.json"  # the headline, flat, for `dvc metrics show` / `dvc exp show`
@@ -42,7 +42,11 @@ def read_cells(params: Params) -> tuple[dict[str, list[dict[str, Any]]], list[di
     """(variants → per-seed rows, the warm start's per-seed rows, the cells' MLflow run ids)."""
     cfg = params.ablation
     wanted = [(None, s) for s in cfg.seeds] + [(v, s) for v in cfg.variants for s in cfg.seeds]
-    missing = [cell_dir(params, v, s) for v, s in wanted if not (cell_dir(params, v, s) / RESULT).exists()]
+    missing = [
+        cell_result_dir(params, v, s)
+        for v, s in wanted
+        if not (cell_result_dir(params, v, s) / CELL_RESULT).exists()
+    ]
     if missing:
         names = ", ".join(p.name for p in missing)
         raise StageError(
@@ -53,7 +57,7 @@ def read_cells(params: Params) -> tuple[dict[str, list[dict[str, Any]]], list[di
     baseline: list[dict[str, Any]] = []
     runs = []
     for v, s in wanted:
-        result = json.loads((cell_dir(params, v, s) / RESULT).read_text())
+        result = json.loads((cell_result_dir(params, v, s) / CELL_RESULT).read_text())
         row = {"seed": s, **result["scores"]}
         (baseline if v is None else variants[v]).append(row)
         runs.append(result["mlflow_run_id"])

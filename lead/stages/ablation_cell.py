@@ -1,11 +1,11 @@
 """One cell of the paper's ablation (``ablation/dvc.yaml``): train one variant with one seed, evaluate it.
 
 ``python -m lead.stages.ablation_cell --variant grpo --seed 0`` trains from the warm-started model on the
-calibrated pool with the train stage's code (``train.run``): ``train:`` of params.yaml with the variant's keys
-(``ablation.variants.<variant>``), ``train.seed`` = the seed and ``ablation.max_steps`` steps. Then it evaluates
-the result on the proxy test split with the evaluate stage's code (``evaluate:`` settings, ``evaluate.seed`` =
-the seed). Without ``--variant`` it evaluates the warm-started model itself with that seed: the baseline every
-comparison is paired with.
+calibrated pool with the train stage's code (:func:`lead.training.phase.train`): ``train:`` of params.yaml with
+the variant's keys (``ablation.variants.<variant>``), ``train.seed`` = the seed and ``ablation.max_steps``
+steps. Then it evaluates the result on the proxy test split with the evaluate stage's code (``evaluate:``
+settings, ``evaluate.seed`` = the seed). Without ``--variant`` it evaluates the warm-started model itself with
+that seed: the baseline every comparison is paired with.
 
 Outputs, per cell ``<variant>-s<seed>`` (``warmstart-s<seed>`` for the baseline):
 
@@ -32,16 +32,9 @@ from typing import Any
 
 from lead.config import Params, ParamsError
 from lead.core import ablation
+from lead.dag import CELL_RESULT, cell_result_dir, resume_dir
 from lead.io.files import write_json
-from lead.stages._common import resume_dir, stage_main
-
-RESULT = "result.json"
-
-
-def cell_dir(params: Params, variant: str | None, seed: int) -> Path:
-    return (
-        params.paths.reports / "ablation" / "cells" / ablation.cell_name(variant or ablation.WARMSTART, seed)
-    )
+from lead.stages._common import stage_main
 
 
 def model_dir(params: Params, variant: str, seed: int) -> Path:
@@ -55,7 +48,7 @@ def cell_params(params: Params, variant: str | None, seed: int) -> Params:
     p.evaluate.benchmarks = ["proxy"]
     p.evaluate.seed = seed
     p.evaluate.repeats = 1
-    p.paths.reports = cell_dir(params, variant, seed)
+    p.paths.reports = cell_result_dir(params, variant, seed)
     if variant is None:
         p.evaluate.model = "warmstart"
     else:
@@ -72,21 +65,22 @@ def run(params: Params, variant: str | None = None, seed: int = 0) -> dict[str, 
     import mlflow
 
     from lead.io.tracking import stage_run
-    from lead.stages import evaluate, train
+    from lead.stages import evaluate
+    from lead.training.grpo_config import check_train_settings
+    from lead.training.phase import train
 
     started = time.perf_counter()
     p = cell_params(params, variant, seed)
     name = variant or ablation.WARMSTART
-    out = cell_dir(params, variant, seed)
-    (out / RESULT).unlink(missing_ok=True)  # the report refuses a cell until its result is complete
+    out = cell_result_dir(params, variant, seed)
+    (out / CELL_RESULT).unlink(missing_ok=True)  # the report refuses a cell until its result is complete
     tags = {"variant": name, "seed": str(seed)}
     with stage_run(p, "ablation_cell", name=ablation.cell_name(name, seed), tags=tags) as run:
         trained: dict[str, Any] = {}
         if variant is not None:
             cell = ablation.cell_name(variant, seed)
-            trained = train.run(
-                p, output=model_dir(params, variant, seed), checkpoints=resume_dir(params, f"ablation/{cell}")
-            )
+            check_train_settings(p)
+            trained = train(p, model_dir(params, variant, seed), resume_dir(params, f"ablation/{cell}"))
         metrics = evaluate.run(p)
         scores = ablation.cell_scores(metrics, p.evaluate.samples)
         mlflow.log_metrics(
@@ -101,7 +95,7 @@ def run(params: Params, variant: str | None = None, seed: int = 0) -> dict[str, 
         "mlflow_run_id": run.info.run_id,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    write_json(out / RESULT, result)
+    write_json(out / CELL_RESULT, result)
     return result
 
 

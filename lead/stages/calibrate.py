@@ -29,7 +29,7 @@ Outputs
   ``pass_rate_histogram.png`` (also logged to MLflow, run tagged ``stage=calibrate``).
 
 Incremental cache (``<paths.resume>/calibrate/cache.jsonl``, resume state outside DVC:
-:func:`lead.stages._common.resume_dir`): its format and keys are in :mod:`lead.io.calibration_cache`.
+:func:`lead.dag.resume_dir`): its format and keys are in :mod:`lead.io.calibration_cache`.
 """
 
 from __future__ import annotations
@@ -43,10 +43,11 @@ from typing import TYPE_CHECKING, Any
 import lead.io.sampling as sampling
 from lead.config import Params
 from lead.core import difficulty
+from lead.dag import manifest_path, resume_dir
 from lead.io import calibration_cache
 from lead.io.files import atomic_path, write_json, write_text
 from lead.io.fingerprint import model_fingerprint, publish, unpublish, verify
-from lead.stages._common import manifest_path, resume_dir, stage_main
+from lead.stages._common import stage_main
 
 if TYPE_CHECKING:
     from lead.core.outcomes import OutcomeRules
@@ -395,7 +396,8 @@ def calibrate_pool(
         # Stage 1's pool is all train gets: stop here, where the reason is known, with the reports written
         # (the histogram shows it) and nothing published. Stage 2 keeps p = 0, and only train_stage2 knows the
         # dev split it takes out, so an empty stage-2 pool is train_stage2's to report (it names its knob).
-        from lead.stages._common import StageError, empty_pool_message
+        from lead.dag import StageError
+        from lead.io.summaries import empty_pool_message
 
         band = (target.low, target.high, target.inclusive)
         why = empty_pool_message([r.correct for r in records], cfg.samples, params, band)

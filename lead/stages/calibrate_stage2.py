@@ -26,10 +26,11 @@ from typing import Any
 
 from lead.config import Params
 from lead.core import difficulty
+from lead.dag import manifest_path, published_model, resume_dir
 from lead.io.files import atomic_path, write_json, write_text
 from lead.io.fingerprint import publish, unpublish
 from lead.stages import calibrate
-from lead.stages._common import manifest_path, published_model, resume_dir, stage_main
+from lead.stages._common import stage_main
 
 STAGE = "calibrate_stage2"
 OUTPUT_NAME = "calibrated_stage2.parquet"

@@ -34,46 +34,16 @@ from typing import Any
 
 from lead.config import Params
 from lead.core import curation
-from lead.core.proxy import ProxyProblem, generate_problems
+from lead.dag import manifest_path
 from lead.io.files import atomic_path, write_json, write_text
 from lead.io.fingerprint import publish, unpublish
-from lead.io.sources import REAL_BENCHMARKS, load_benchmark, read_rows
-from lead.stages._common import manifest_path, stage_main
+from lead.io.sources import REAL_BENCHMARKS, load_benchmark, proxy_problems, proxy_records, read_rows
+from lead.stages._common import stage_main
 
 PROXY = "proxy"
 # Output columns: always the first six (downstream stages read them), the optional ones only when filled.
 COLUMNS = ("id", "problem", "answer", "source", "split", "level")
 OPTIONAL_COLUMNS = ("difficulty", "correctness", "solution")
-
-
-def proxy_records(problems: list[ProxyProblem]) -> list[dict[str, Any]]:
-    """Proxy problems in the curated schema."""
-    return [
-        {
-            "id": p.uid,
-            "problem": p.question,
-            "answer": str(p.answer),
-            "source": "proxy",
-            "split": p.split,
-            "level": p.level,
-        }
-        for p in problems
-    ]
-
-
-def proxy_problems(params: Params, split: str) -> list[ProxyProblem]:
-    """The proxy problems of ``split`` exactly as ``curate`` draws them (other stages call this too)."""
-    cfg = params.curate.proxy
-    levels = cfg.max_ops - cfg.min_ops + 1
-    n = cfg.train_problems if split == "train" else cfg.test_per_level * levels
-    return generate_problems(
-        n,
-        split=split,
-        seed=params.curate.seed,
-        min_ops=cfg.min_ops,
-        max_ops=cfg.max_ops,
-        max_value=cfg.max_value,
-    )
 
 
 def source_inputs(params: Params) -> list[curation.SourceInput]:

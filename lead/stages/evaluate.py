@@ -44,22 +44,26 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
+from lead.dag import manifest_path, output_name, published_model
 from lead.io.files import atomic_path, write_json
 from lead.io.fingerprint import model_fingerprint, publish, unpublish, verify
-from lead.stages._common import manifest_path, published_model, stage_main
+from lead.stages._common import stage_main
 
-RECORDS = "samples.parquet"
-METRICS = "metrics.json"
-ACCURACY_PLOT = "accuracy_vs_length.png"
-BUDGET_PLOT = "budget_curve.png"
-HEADLINE = "headline.json"  # the few figures DVC shows as metrics (`dvc exp show`); metrics.json keeps all
+RECORDS = output_name("evaluate", "records")
+METRICS = output_name("evaluate", "metrics")
+ACCURACY_PLOT = output_name("evaluate", "accuracy_plot")
+BUDGET_PLOT = output_name("evaluate", "budget_plot")
+HEADLINE = output_name(
+    "evaluate", "headline"
+)  # the few figures DVC shows (`dvc exp show`); metrics.json: all
 OUTPUTS = (RECORDS, METRICS, HEADLINE, ACCURACY_PLOT, BUDGET_PLOT)  # one generation, named by the manifest
 PIPELINE_MODELS = ("warmstart", "train", "train_stage2")  # evaluate.model names whose stage publishes them
 GRADER_STATS = ("fast_path", "verified", "no_answer", "unparseable", "timeouts")
 
 
 def output_dir(params: Params) -> Path:
-    return Path(params.paths.reports) / "evaluate"
+    """The folder of evaluate's outputs (beside its manifest)."""
+    return manifest_path(params, "evaluate").parent
 
 
 def model_path(params: Params) -> str:

@@ -55,11 +55,11 @@ import yaml
 
 from lead.config import Params
 from lead.core import registry
+from lead.dag import manifest_path, output, output_name, published_model, summary_file
 from lead.io.files import repo_root, write_json
 from lead.io.fingerprint import StaleOutputError, read_verified, value_fingerprint, verify
 from lead.io.tracking import ENDED_BY_TAG, PARENT_RUN_ENV, tracking_uri
-from lead.stages._common import manifest_path, published_model, stage_main
-from lead.stages.evaluate import ACCURACY_PLOT, BUDGET_PLOT
+from lead.stages._common import stage_main
 
 CHAMPION, CHALLENGER = "champion", "challenger"
 # What the transformers flavor needs to load the model again, pinned to the versions in this environment.
@@ -67,7 +67,7 @@ REQUIREMENTS = ("torch", "transformers", "accelerate", "safetensors", "tokenizer
 
 
 def report_path(params: Params) -> Path:
-    return params.paths.reports / "register.json"
+    return summary_file(params, "register")
 
 
 def pip_requirements() -> list[str]:
@@ -195,7 +195,7 @@ def review_links(client, ev: Evidence, name: str, champion) -> tuple[dict[str, s
     plots: dict[str, str] = {}
     experiment = _experiment_of(client, ev.evaluate_run_id)
     logged = {a.path for a in client.list_artifacts(ev.evaluate_run_id, "evaluate")} if experiment else set()
-    for plot in (ACCURACY_PLOT, BUDGET_PLOT):
+    for plot in (output_name("evaluate", "accuracy_plot"), output_name("evaluate", "budget_plot")):
         path = f"evaluate/{plot}"
         if path in logged and experiment is not None:
             plots[plot.removesuffix(".png")] = registry.ui_run_link(experiment, ev.evaluate_run_id, path)
@@ -210,11 +210,9 @@ def candidate_samples(params: Params) -> list[dict[str, Any]]:
 
     import pyarrow.parquet as pq
 
-    from lead.stages.evaluate import RECORDS, output_dir
-
     try:
         content, _ = read_verified(
-            manifest_path(params, "evaluate"), "evaluate", output_dir(params) / RECORDS
+            manifest_path(params, "evaluate"), "evaluate", output(params, "evaluate", "records")
         )
     except StaleOutputError:
         return []
@@ -228,14 +226,12 @@ def champion_samples(client, champion) -> list[dict[str, Any]] | None:
     import pyarrow.parquet as pq
     from mlflow.exceptions import MlflowException
 
-    from lead.stages.evaluate import RECORDS
-
     run_id = champion.tags.get("evaluate.run_id") if champion is not None else None
     if not run_id:
         return None
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            path = client.download_artifacts(run_id, f"evaluate/{RECORDS}", tmp)
+            path = client.download_artifacts(run_id, f"evaluate/{output_name('evaluate', 'records')}", tmp)
         except (MlflowException, OSError):
             return None
         return pq.read_table(path).to_pylist()
@@ -284,8 +280,6 @@ def evidence(params: Params, client) -> Evidence:
     """The model ``evaluate.model`` names and its scores, refused unless they are one story: the training
     stage published this very model, the evaluation's manifest names it by content, and the evaluate MLflow
     run finished with exactly the figures of ``metrics.json`` (the bytes checked are the bytes read)."""
-    from lead.stages.evaluate import METRICS, output_dir
-
     stage = params.evaluate.model
     if stage not in TRAIN_STAGES:
         raise ValueError(
@@ -295,12 +289,12 @@ def evidence(params: Params, client) -> Evidence:
     model = params.paths.models / stage
     if not model.is_dir():
         raise FileNotFoundError(f"{model}: no trained model (run `lead {stage.replace('_', '-')}` first)")
-    metrics_path = output_dir(params) / METRICS
+    metrics_path = output(params, "evaluate", "metrics")
     content, evaluated = read_verified(manifest_path(params, "evaluate"), "evaluate", metrics_path)
     model, fingerprint = published_model(params, stage)
     if evaluated["model"] != fingerprint:
         raise ValueError(
-            f"the evaluation in {output_dir(params)} is of {evaluated['model_path']} ({evaluated['model']}), "
+            f"the evaluation in {metrics_path.parent} is of {evaluated['model_path']} ({evaluated['model']}), "
             f"not of {model} ({fingerprint}): evaluate again, so the registered scores describe the "
             "registered model"
         )
@@ -308,14 +302,14 @@ def evidence(params: Params, client) -> Evidence:
     measured = evaluated.get("protocol")
     if measured is None:
         raise StaleOutputError(
-            f"the evaluation in {output_dir(params)} records no protocol (an older evaluate): evaluate again"
+            f"the evaluation in {metrics_path.parent} records no protocol (an older evaluate): evaluate again"
         )
     asked = registry.protocol(params.evaluate.model_dump(mode="json"))
     differ = sorted(k for k in set(asked) | set(measured) if asked.get(k) != measured.get(k))
     if differ:
         shown = ", ".join(f"{k} {measured.get(k)!r} (params: {asked.get(k)!r})" for k in differ)
         raise StaleOutputError(
-            f"the evaluation in {output_dir(params)} was measured with other evaluate params than these: {shown}; "
+            f"the evaluation in {metrics_path.parent} was measured with other evaluate params than these: {shown}; "
             "evaluate again with these params, or register with the evaluation's"
         )
     metrics = json.loads(content)
@@ -507,13 +501,14 @@ def run(params: Params) -> dict[str, Any]:
             pip_requirements=pip_requirements(),
         )
         champion = _champion(client, name)
+        accuracy_plot = output_name("evaluate", "accuracy_plot")
         runs, plots = review_links(client, ev, name, champion)
         review = registry.review_section(
             candidate_samples(params),
             champion_samples(client, champion),
             f"v{champion.version}" if champion else "champion",
-            plot=registry.artifact_file_link(ev.evaluate_run_id, f"evaluate/{ACCURACY_PLOT}")
-            if f"{ACCURACY_PLOT} (file)" in plots
+            plot=registry.artifact_file_link(ev.evaluate_run_id, f"evaluate/{accuracy_plot}")
+            if f"{accuracy_plot} (file)" in plots
             else None,
         )
         champion_scores = registry.scores_from_tags(champion.tags) if champion else None

@@ -9,7 +9,7 @@ dev split (the same rows, validated on again), with
 ``train.stage2.max_steps``), in an MLflow run ``train_stage2`` (tag ``stage=train_stage2``).
 
 Outputs: ``<paths.models>/train_stage2`` (evaluate it with ``evaluate.model: train_stage2``), checkpoints in
-``<paths.resume>/train_stage2`` (resumed and reused by identity, as in :mod:`lead.stages.train`),
+``<paths.resume>/train_stage2`` (resumed and reused by identity, as in :mod:`lead.training.identity`),
 ``<paths.reports>/train_stage2.json`` and the manifest ``<paths.models>/train_stage2.manifest.json``.
 
 With ``train.stage2.enabled: false`` (the default) nothing is trained: the model folder holds only
@@ -18,30 +18,23 @@ With ``train.stage2.enabled: false`` (the default) nothing is trained: the model
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from lead.config import Params
 from lead.core import difficulty
+from lead.dag import manifest_path, output, published_model, resume_dir, summary_file
 from lead.io.files import atomic_path, write_json
 from lead.io.fingerprint import StaleOutputError, publish, unpublish, verify
-from lead.stages import calibrate_stage2, train
-from lead.stages._common import manifest_path, published_model, resume_dir, stage_main
+from lead.stages._common import stage_main
+from lead.training.distributed import distributed_state, from_main
+from lead.training.grpo_config import check_train_settings
+from lead.training.inputs import as_prompts, training_rows
+from lead.training.phase import train_phase
+from lead.training.reports import publish_training, write_headline
 
 STAGE = "train_stage2"
+POOL = "calibrate_stage2"  # the stage whose kept rows stage 2 trains on
 DISABLED = "disabled.json"  # the whole content of the model folder when stage 2 is off
-
-
-def model_dir(params: Params) -> Path:
-    return params.paths.models / STAGE
-
-
-def checkpoint_dir(params: Params) -> Path:
-    return resume_dir(params, STAGE)
-
-
-def report_path(params: Params) -> Path:
-    return params.paths.reports / f"{STAGE}.json"
 
 
 def stage2_rows(params: Params, exclude: set[str], stage1_fingerprint: str) -> list[dict[str, Any]]:
@@ -49,12 +42,12 @@ def stage2_rows(params: Params, exclude: set[str], stage1_fingerprint: str) -> l
     refused when they were measured on another stage-1 model than the one stage 2 starts from."""
     import pandas as pd
 
-    path = params.paths.curated / calibrate_stage2.OUTPUT_NAME
-    published = verify(manifest_path(params, calibrate_stage2.STAGE), calibrate_stage2.STAGE, [path])
+    path = output(params, POOL, "pool")
+    published = verify(manifest_path(params, POOL), POOL, [path])
     if published.get("model") != stage1_fingerprint:
         raise StaleOutputError(
             f"{path}: stage-1 pass rates of another model ({published.get('model')}) than "
-            f"{train.model_dir(params)} ({stage1_fingerprint}): run the calibrate_stage2 stage again"
+            f"{output(params, 'train', 'model')} ({stage1_fingerprint}): run the calibrate_stage2 stage again"
         )
     pool = pd.read_parquet(path)
     chosen = [r for r in pool.to_dict("records") if r["keep"] and r["id"] not in exclude]
@@ -65,36 +58,37 @@ def stage2_rows(params: Params, exclude: set[str], stage1_fingerprint: str) -> l
             f"({len(pool)} re-calibrated, {int(pool['keep'].sum())} in the band, {len(exclude)} in the dev "
             "split); raise train.stage2.max_pass_rate or train stage 1 less"
         )
-    return train.as_prompts(chosen, params.model.prompt_suffix)
+    return as_prompts(chosen, params.model.prompt_suffix)
 
 
 def run(params: Params) -> dict[str, Any]:
     """Train curriculum stage 2 from the stage-1 model (off unless ``train.stage2.enabled``)."""
     manifest = manifest_path(params, STAGE)
-    state = train._distributed_state()
+    model, report = output(params, STAGE, "model"), summary_file(params, STAGE)
+    state = distributed_state()
     main = state.is_main_process
     if main:
         unpublish(manifest)
     if not params.train.stage2.enabled:
         summary = {"enabled": False}
         if main:
-            with atomic_path(model_dir(params)) as tmp:
+            with atomic_path(model) as tmp:
                 tmp.mkdir()
                 write_json(tmp / DISABLED, summary)
-            write_json(report_path(params), summary)
-            headline = train.write_headline(params, STAGE, summary)
-            publish(manifest, STAGE, [report_path(params), headline], model=None, mlflow_run_id=None)
+            write_json(report, summary)
+            headline = write_headline(params, STAGE, summary)
+            publish(manifest, STAGE, [report, headline], model=None, mlflow_run_id=None)
         return summary
-    train.check_train_settings(params)  # TRL's and the launch's judgement before any hashing or loading
-    start, start_fingerprint = train.from_main(state, lambda: published_model(params, "train"))
-    _, dev = difficulty.split_dev(train.training_rows(params), params.train.dev_problems, params.train.seed)
+    check_train_settings(params)  # TRL's and the launch's judgement before any hashing or loading
+    start, start_fingerprint = from_main(state, lambda: published_model(params, "train"))
+    _, dev = difficulty.split_dev(training_rows(params), params.train.dev_problems, params.train.seed)
     rows = stage2_rows(params, {r["id"] for r in dev}, start_fingerprint)
     params2 = params.model_copy(update={"train": params.train.stage2_train()})
-    summary = train.train_phase(
-        params2, rows, dev, str(start), model_dir(params), checkpoint_dir(params), STAGE, start_fingerprint
+    summary = train_phase(
+        params2, rows, dev, str(start), model, resume_dir(params, STAGE), STAGE, start_fingerprint
     )
     summary = {"enabled": True, **summary}
-    train.publish_training(state, params, STAGE, summary)
+    publish_training(state, params, STAGE, summary)
     summary.pop("curve", None)
     return summary
 

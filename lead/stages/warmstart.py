@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
+from lead.dag import manifest_path
 from lead.io.files import atomic_path, write_json
 from lead.io.fingerprint import model_fingerprint, publish, unpublish
-from lead.stages._common import manifest_path, stage_main
+from lead.stages._common import stage_main
 
 SKIPPED = "skipped.json"  # the whole content of <paths.models>/warmstart when warmstart.enabled is false
 
@@ -217,7 +218,7 @@ def report(params: Params, backend: str = "auto") -> list[Any]:
     from lead.grading import grade_batch
     from lead.io.progress import progress_bar
     from lead.io.sampling import SamplingSpec, make_sampler, user_message
-    from lead.stages.curate import proxy_problems
+    from lead.io.sources import proxy_problems
 
     cfg = params.warmstart.report
     problems = proxy_problems(params, "train")

@@ -6,7 +6,7 @@ import importlib
 import yaml
 
 from lead.config import load_params
-from lead.stages import STAGES
+from lead.dag import REGISTRY, STAGES
 from tests.conftest import ROOT
 
 DAG = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
@@ -17,6 +17,15 @@ def test_every_stage_is_a_module_run_as_dvc_says():
     for name, stage in DAG.items():
         assert stage["cmd"] == f"sh infra/stage.sh {name}"
         assert callable(importlib.import_module(f"lead.stages.{name}").main)
+
+
+def test_the_stage_registry_names_exactly_the_outputs_dvc_yaml_declares():
+    # lead.dag is where code finds an output (manifests, summaries, evaluate's records): dvc.yaml must agree.
+    for name, stage in DAG.items():
+        declared = [e for kind in ("outs", "metrics", "plots") for e in stage.get(kind, [])]
+        paths = [next(iter(e)) if isinstance(e, dict) else e for e in declared]
+        assert sorted(REGISTRY[name].outputs.values()) == sorted(paths), name
+        assert REGISTRY[name].summary in REGISTRY[name].outputs, name
 
 
 def test_declared_params_and_code_exist():
@@ -44,7 +53,7 @@ UNCACHED = {"register": ["${paths.reports}/register.json"]}
 def test_every_output_is_cached_and_none_is_resume_state():
     # Restorable with `dvc checkout` after a failed run removed it, and on the remote after `dvc push`: a fresh
     # clone's `dvc pull` then leaves no stage changed. Resume state (read back by a stage itself) is no output:
-    # it lives under paths.resume (lead.stages._common.resume_dir).
+    # it lives under paths.resume (lead.dag.resume_dir).
     resume = str(load_params(ROOT / "params.yaml").paths.resume)
     for name, stage in DAG.items():
         uncached = []

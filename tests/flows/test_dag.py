@@ -9,7 +9,7 @@ import yaml
 
 from lead.config import set_path
 from lead.core import experiments
-from lead.stages import STAGES
+from lead.dag import STAGES
 from tests.conftest import ROOT
 from tests.flows.conftest import REDUCED, FirstRun, dvc
 

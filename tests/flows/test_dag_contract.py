@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lead.stages import STAGES
+from lead.dag import STAGES
 from tests.flows.conftest import FirstRun
 
 pytestmark = pytest.mark.slow
@@ -40,7 +40,7 @@ EXEMPT = {
     "modules": (
         "lead/io/progress.py",
         "lead/io/tracking.py",
-        "lead/io/summaries.py",  # the line each stage ends with
+        "lead/io/summaries.py",  # the line each stage ends with, and why calibration kept nothing
         "lead/training/callbacks.py",
     ),
     # files: the params file (checked key by key above), DVC's and git's own state (register reads git and
@@ -66,7 +66,7 @@ _TEMP = re.compile(r"(^|/)\.([^/]+)\.[^/]*-\d+\.[^/]+/\2(?=/|$)")
 
 def declarations(workspace: Path) -> dict[str, dict[str, list[str]]]:
     """Each stage's declared params keys, dependencies and outputs, resolved by DVC itself, and its resume state
-    (:func:`lead.stages._common.resume_dir`)."""
+    (:func:`lead.dag.resume_dir`)."""
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
 

@@ -17,7 +17,7 @@ from mlflow import MlflowClient
 from flows.commands import SESSIONS, _stat, stop_orphans
 from flows.experiment import RUNS
 from lead.config import ParamsError
-from lead.stages import STAGES
+from lead.dag import STAGES
 from tests.conftest import ROOT
 from tests.flows.conftest import FirstRun, dvc, flow_logs
 

@@ -37,7 +37,8 @@ import yaml
 from mlflow import MlflowClient
 
 from lead.config import load_params
-from lead.stages import STAGES, register
+from lead.dag import STAGES
+from lead.stages import register
 from tests.conftest import ROOT
 from tests.flows.conftest import REDUCED, dvc, make_workspace
 from tests.stack import test_registry_ui as ui

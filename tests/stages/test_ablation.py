@@ -6,9 +6,9 @@ import mlflow
 import pytest
 
 from lead.config import Params, ParamsError
+from lead.dag import StageError, manifest_path
 from lead.io.fingerprint import model_fingerprint, publish
 from lead.stages import ablation, ablation_cell
-from lead.stages._common import StageError, manifest_path
 
 pytestmark = pytest.mark.slow
 

@@ -12,11 +12,11 @@ import pytest
 import lead.io.sampling
 from lead.config import Params
 from lead.core.proxy import generate_problems
+from lead.dag import StageError, manifest_path
 from lead.io.calibration_cache import CalibrationCache
 from lead.io.fingerprint import StaleOutputError, verify
 from lead.io.sampling import Completion
 from lead.stages import calibrate
-from lead.stages._common import StageError, manifest_path
 from lead.stages.curate import proxy_records
 from tests.conftest import write_pool
 
@@ -488,7 +488,7 @@ def test_cli_has_a_calibrate_command_in_pipeline_order():
     from typer.testing import CliRunner
 
     from lead.cli import app
-    from lead.stages import STAGES
+    from lead.dag import STAGES
 
     assert STAGES[: STAGES.index("calibrate") + 1][-2:] == ("warmstart", "calibrate")
     result = CliRunner().invoke(app, ["calibrate", "--help"])

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 
 import lead.io.sampling
 from lead.config import BENCHMARKS, Params, load_params
+from lead.dag import manifest_path
 from lead.io.benchmarks import load_benchmark
 from lead.io.fingerprint import model_fingerprint, publish
 from lead.io.sampling import Completion
 from lead.stages import evaluate
-from lead.stages._common import manifest_path
 from tests.conftest import ROOT
 
 ALL_BENCHMARKS = ["proxy", "aime24", "aime25", "math500", "amc23"]
@@ -52,7 +52,7 @@ def eval_params(small_params: Params, tiny_model, mlflow_store) -> Params:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lead.stages.curate import proxy_problems, proxy_records
+    from lead.io.sources import proxy_problems, proxy_records
 
     curated = small_params.paths.curated
     curated.mkdir(parents=True)

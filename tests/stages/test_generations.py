@@ -28,8 +28,8 @@ import pytest
 from mlflow import MlflowClient
 
 from lead.config import Params
+from lead.dag import manifest_path
 from lead.io.fingerprint import StaleOutputError, file_fingerprint, verify
-from lead.stages._common import manifest_path
 
 pytestmark = pytest.mark.slow
 

@@ -10,10 +10,10 @@ from mlflow import MlflowClient
 
 from lead.config import Params
 from lead.core.registry import UI_MODE, protocol
+from lead.dag import manifest_path
 from lead.io.fingerprint import StaleOutputError, model_fingerprint, publish
 from lead.io.tracking import use_experiment
 from lead.stages import evaluate, register
-from lead.stages._common import manifest_path
 from lead.stages.evaluate import ACCURACY_PLOT, BUDGET_PLOT, METRICS, output_dir
 from tests.conftest import tmp_params
 

@@ -1,6 +1,7 @@
 """The train stage and LEADTrainer on the tiny model: advantages, metrics, MLflow, checkpoints and resume."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,11 +17,16 @@ from lead.config import TinySpec
 from lead.core.advantages import lead_advantages
 from lead.core.outcomes import Outcome
 from lead.core.rewards import lead_rewards
+from lead.dag import output, resume_dir
 from lead.grading import GradeStats
 from lead.io.fingerprint import StaleOutputError
 from lead.stages import train
 from lead.training import trainer as seam
 from lead.training.checkpoints import last_complete_checkpoint
+from lead.training.grpo_config import grpo_config_kwargs
+from lead.training.identity import RUN_FILE
+from lead.training.inputs import start_model, training_rows
+from lead.training.phase import train as train_from_start
 
 CYCLE = [Outcome.CORRECT, Outcome.WRONG, Outcome.CORRECT, Outcome.UNFINISHED]
 
@@ -116,7 +122,7 @@ def test_validation_on_a_held_out_dev_split_hands_on_the_best_checkpoint(rl_para
     best = max(summary["dev"], key=lambda d: d["pass_at_1"])  # the first of equals, as transformers keeps it
     assert summary["handed_on"] == f"checkpoint-{best['step']}"
     handed = load_file(train.model_dir(rl_params) / "model.safetensors")
-    kept = load_file(train.checkpoint_dir(rl_params) / summary["handed_on"] / "model.safetensors")
+    kept = load_file(resume_dir(rl_params, "train") / summary["handed_on"] / "model.safetensors")
     assert all((handed[k] == kept[k]).all() for k in kept)
     mlflow.set_tracking_uri(rl_params.tracking.uri)
     metrics = mlflow.get_run(summary["mlflow_run_id"]).data.metrics
@@ -150,7 +156,7 @@ def test_curriculum_stage2_recalibrates_with_the_stage1_model_and_continues_from
     assert second["problems"] == 56 and second["dev_problems"] == 4
     stage1 = train.model_dir(rl_params)
     assert calibrated["model"] == str(stage1)  # sampled the stage-1 model, not the warm start
-    assert (train_stage2.model_dir(rl_params) / "model.safetensors").exists()
+    assert (output(rl_params, "train_stage2", "model") / "model.safetensors").exists()
     mlflow.set_tracking_uri(rl_params.tracking.uri)
     stage2 = mlflow.get_run(second["mlflow_run_id"])
     assert stage2.info.run_name == "train_stage2" and stage2.data.tags["stage"] == "train_stage2"
@@ -167,7 +173,7 @@ def test_curriculum_stage2_off_writes_outputs_that_say_so(rl_params):
 
     assert calibrate_stage2.run(rl_params) == {"enabled": False, "problems": 0, "kept": 0}
     assert train_stage2.run(rl_params) == {"enabled": False}
-    assert [p.name for p in train_stage2.model_dir(rl_params).iterdir()] == [train_stage2.DISABLED]
+    assert [p.name for p in output(rl_params, "train_stage2", "model").iterdir()] == [train_stage2.DISABLED]
 
 
 def test_lora_trains_adapters_only_and_saves_a_merged_plain_model(rl_params):
@@ -185,7 +191,7 @@ def test_lora_trains_adapters_only_and_saves_a_merged_plain_model(rl_params):
     assert set(merged) == set(start)  # the base model's tensors, no lora_A / lora_B left
     changed = [k for k in start if not (merged[k] == start[k]).all()]
     assert changed and all("proj" in k for k in changed)  # only adapted linear layers moved
-    ckpt = last_complete_checkpoint(train.checkpoint_dir(rl_params))
+    ckpt = last_complete_checkpoint(resume_dir(rl_params, "train"))
     assert (ckpt / "adapter_model.safetensors").exists()  # checkpoints hold the adapters
 
 
@@ -360,7 +366,7 @@ def test_sigkill_then_rerun_resumes_into_the_same_mlflow_run(rl_params, tmp_path
     path.write_text(yaml.safe_dump(rl_params.model_dump(mode="json", by_alias=True)))
     cmd = [sys.executable, "-m", "lead.stages.train", "--params", str(path)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ckpt = train.checkpoint_dir(rl_params)
+    ckpt = resume_dir(rl_params, "train")
     deadline = time.time() + 240
     while time.time() < deadline and not last_complete_checkpoint(ckpt):
         time.sleep(0.5)
@@ -369,7 +375,7 @@ def test_sigkill_then_rerun_resumes_into_the_same_mlflow_run(rl_params, tmp_path
     proc.wait()
     killed_at = last_complete_checkpoint(ckpt)
     assert killed_at is not None, "no checkpoint was written before the kill"
-    run_id = json.loads((ckpt / train.RUN_FILE).read_text())["run_id"]
+    run_id = json.loads((ckpt / RUN_FILE).read_text())["run_id"]
     subprocess.run(cmd, check=True, capture_output=True)
     summary = json.loads((rl_params.paths.reports / "train.json").read_text())
     assert summary["resumed_from"] is not None
@@ -389,8 +395,8 @@ def test_an_empty_pool_stops_train_with_the_reason_and_its_knob(small_params):
     and an empty curated pool: a StageError naming the knob, not a traceback about calibrate's band."""
     import pandas as pd
 
+    from lead.dag import StageError, manifest_path
     from lead.io.fingerprint import publish
-    from lead.stages._common import StageError, manifest_path
     from tests.conftest import write_pool
 
     rows = [{"id": str(i), "problem": f"{i} + 1", "answer": str(i + 1)} for i in range(3)]
@@ -401,7 +407,7 @@ def test_an_empty_pool_stops_train_with_the_reason_and_its_knob(small_params):
     )
     publish(manifest_path(small_params, "calibrate"), "calibrate", [calibrated])
     with pytest.raises(StageError) as err:
-        train.training_rows(small_params)
+        training_rows(small_params)
     assert str(err.value).startswith(
         f"{calibrated}: nothing to train on: calibrate kept 0 of 3 problems: the warm start solved 0 of 12 "
         "samples; use a stronger warm start (warmstart.epochs, warmstart.examples), easier problems "
@@ -412,7 +418,7 @@ def test_an_empty_pool_stops_train_with_the_reason_and_its_knob(small_params):
     with pytest.raises(
         StageError, match=r"the curated pool is empty, nothing to train on; check curate\.sources"
     ):
-        train.training_rows(small_params)
+        training_rows(small_params)
 
 
 def test_micro_batches_train_the_same_step_as_one_batch(rl_params, tmp_path, cycled_outcomes, monkeypatch):
@@ -435,14 +441,14 @@ def test_micro_batches_train_the_same_step_as_one_batch(rl_params, tmp_path, cyc
     # the entropy bonus is a mean per micro-batch in TRL, so it alone would differ: off.
     t.max_steps, t.entropy_coef, t.learning_rate, t.weight_decay = 1, 0.0, 1.0, 0.0
     t.grpo_config = {"optim": "sgd"}
-    train.run(rl_params, output=tmp_path / "one", checkpoints=tmp_path / "one-resume")
+    train_from_start(rl_params, tmp_path / "one", tmp_path / "one-resume")
     sequence = rl_params.curate.max_prompt_tokens + t.max_completion_length
     t.micro_batch_tokens = 2 * sequence
-    args = train.grpo_config_kwargs(rl_params, tmp_path, world=1, cuda=False)
+    args = grpo_config_kwargs(rl_params, tmp_path, world=1, cuda=False)
     assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (2, 4)
-    train.run(rl_params, output=tmp_path / "micro", checkpoints=tmp_path / "micro-resume")
+    train_from_start(rl_params, tmp_path / "micro", tmp_path / "micro-resume")
     assert len(generated) == 2 and all(n == 8 and total > 0 for n, total in generated)  # a signal to train on
-    start = load_file(str(train.start_model(rl_params) + "/model.safetensors"))
+    start = load_file(str(start_model(rl_params) + "/model.safetensors"))
     one, micro = (load_file(str(tmp_path / name / "model.safetensors")) for name in ("one", "micro"))
     update = {k: one[k] - start[k] for k in start}
     largest = max(float(u.abs().max()) for u in update.values())
@@ -451,17 +457,30 @@ def test_micro_batches_train_the_same_step_as_one_batch(rl_params, tmp_path, cyc
         torch.testing.assert_close(micro[key] - start[key], value, rtol=1e-3, atol=1e-3 * largest)
 
 
-@pytest.mark.slow
-def _leave_the_process_group() -> None:
-    """Free what the colocated engine's torch.distributed group holds in this process (its port included)."""
+# What TRL's colocated engine sets in os.environ for torch.distributed (trl/generation/vllm_generation.py).
+DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _leave_the_process_group(environ: dict[str, str | None]) -> None:
+    """Leave this process as it was before the colocated engine: its torch.distributed group freed (its port
+    included), accelerate's shared state forgotten (it says MULTI_CPU once built under LOCAL_RANK, and a later
+    trainer's barrier would wait on a group that no longer exists), ``environ`` (name: value, None = unset) back."""
+    from accelerate.state import AcceleratorState
     from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
 
     destroy_model_parallel()
     destroy_distributed_environment()
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
+    AcceleratorState._reset_state(reset_partial_state=True)
+    for name, value in environ.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
+@pytest.mark.slow
 def test_on_cpu_the_trainer_generates_with_vllm_from_the_weights_it_trains(
     rl_params, tiny_model, cycled_outcomes, monkeypatch, request
 ):
@@ -480,10 +499,11 @@ def test_on_cpu_the_trainer_generates_with_vllm_from_the_weights_it_trains(
 
     monkeypatch.setattr(seam.LEADTrainer, "train", keep)
     # TRL's colocated engine sets these for torch.distributed in this process: undone at the end, or every
-    # process this test worker starts later (a `dvc repro`, a Prefect worker) would join a group on port 29500.
-    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        monkeypatch.delenv(name, raising=False)
-    request.addfinalizer(_leave_the_process_group)
+    # process this test worker starts later (a `dvc repro`, a Prefect worker) would join a group on port 29500,
+    # and every later trainer in it would think itself one of a group. (monkeypatch.delenv of an unset name
+    # records nothing to undo: the finalizer puts back what was there.)
+    environ = {name: os.environ.pop(name, None) for name in DISTRIBUTED_ENV}
+    request.addfinalizer(lambda: _leave_the_process_group(environ))
     rl_params.train.use_vllm, rl_params.train.learning_rate = True, 0.05
     assert train.run(rl_params)["steps"] == 2
     (trainer,) = trainers

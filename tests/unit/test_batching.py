@@ -60,7 +60,7 @@ def test_scale_recipes_reach_trl_with_micro_batches_within_the_token_budget(name
     import yaml
     from trl import GRPOConfig
 
-    from lead.stages.train import grpo_config_kwargs
+    from lead.training.grpo_config import grpo_config_kwargs
 
     world = yaml.safe_load((ROOT / "infra/accelerate/zero3.yaml").read_text())["num_processes"]
     assert world == 8
@@ -84,7 +84,7 @@ def test_scale_recipes_reach_trl_with_micro_batches_within_the_token_budget(name
 
 
 def test_without_a_budget_the_grpo_config_is_the_one_micro_batch_of_before(tmp_path):
-    from lead.stages.train import grpo_config_kwargs
+    from lead.training.grpo_config import grpo_config_kwargs
 
     params = load_params(ROOT / "params.yaml")
     assert params.train.micro_batch_tokens is None

@@ -196,8 +196,8 @@ def test_the_lead_command_prints_a_stage_error_without_a_traceback(monkeypatch, 
     import sys
 
     from lead import cli
+    from lead.dag import StageError
     from lead.stages import calibrate
-    from lead.stages._common import StageError
 
     def empty(params):
         raise StageError("calibrate kept 0 of 40 problems (0 < pass_rate < 1): use a stronger warm start")

@@ -113,7 +113,7 @@ def test_training_code_is_part_of_a_runs_identity(tmp_path, monkeypatch):
     import sys
 
     from lead.io.fingerprint import code_fingerprint
-    from lead.stages.train import TRAINING_CODE
+    from lead.training.identity import TRAINING_CODE
 
     assert "lead.core.rewards" in TRAINING_CODE and "lead.training" in TRAINING_CODE
     package = tmp_path / "seam"

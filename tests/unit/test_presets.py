@@ -57,7 +57,7 @@ def test_dr_grpo_drops_the_std_scaling_of_the_advantage():
 @pytest.mark.parametrize(("preset", "on"), [("faithful", False), ("paper", False), ("improved", True)])
 def test_vllm_importance_sampling_correction_is_the_presets_and_reaches_trl(preset, on, tmp_path):
     from lead.config import Params
-    from lead.stages.train import grpo_config
+    from lead.training.grpo_config import grpo_config
 
     r = resolve(TrainParams(preset=preset))
     assert (
@@ -93,7 +93,7 @@ def test_scale_recipes_are_valid_and_follow_the_paper(name):
 def test_scale_recipes_reach_trl_with_a_bounded_vllm_context(name, tmp_path):
     from lead.cli import _recipe_overrides
     from lead.config import load_params
-    from lead.stages.train import CHAT_TEMPLATE_TOKENS, grpo_config
+    from lead.training.grpo_config import CHAT_TEMPLATE_TOKENS, grpo_config
     from tests.conftest import ROOT
 
     params = load_params(ROOT / "params.yaml", _recipe_overrides(ROOT / "recipes" / name))
@@ -128,21 +128,57 @@ def test_repetition_penalty_scores_loops_anywhere_even_with_e_off(preset):
 
 
 @pytest.mark.parametrize("recipe", [None, "grpo-lead-7b.yaml"])
-def test_every_grpo_config_argument_the_pipeline_sets_says_which_params_key_sets_it(recipe, tmp_path):
+def test_grpo_configs_table_sets_real_fields_from_params_keys_that_exist(recipe, tmp_path):
+    """Each row of the table is a field of TRL's GRPOConfig, set once, from params keys that exist (or fixed,
+    saying why); GRPOConfig takes the arguments the table builds."""
+    import dataclasses
+    import re
+
+    from trl import GRPOConfig
+
     from lead.config import load_params, recipe_overrides
-    from lead.stages.train import PIPELINE_KEYS, grpo_config_kwargs
+    from lead.training.grpo_config import PIPELINE_KEYS, SETTINGS, grpo_config_kwargs
     from tests.conftest import ROOT
 
+    fields = {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
+    names = [s.field for s in SETTINGS]
+    assert len(names) == len(set(names)) and set(names) <= fields, set(names) - fields
     overrides = recipe_overrides(ROOT / "recipes" / recipe) if recipe else []
     params = load_params(ROOT / "params.yaml", overrides)
-    assert set(grpo_config_kwargs(params, tmp_path, world=1, cuda=False)) == set(PIPELINE_KEYS)
+    data = params.model_dump()
+    for setting in SETTINGS:
+        if setting.source.startswith("fixed: "):
+            continue
+        keys = re.findall(r"\b(?:train|curate)\.\w+", setting.source)
+        assert keys, setting
+        for key in keys:
+            section, name = key.split(".")
+            assert name in data[section], f"{setting.field}: {key} is not a params key"
+    kwargs = grpo_config_kwargs(params, tmp_path, world=1, cuda=False)
+    assert list(kwargs) == names and set(PIPELINE_KEYS) == set(names)
+    GRPOConfig(**kwargs)  # TRL accepts every value the table computes
+
+
+def test_a_train_knob_reaches_grpo_config_through_its_row(tmp_path):
+    from lead.config import Params
+    from lead.training.grpo_config import grpo_config_kwargs
+
+    params = Params(train=TrainParams(temperature=0.7, learning_rate=3e-6, save_steps=7, dev_problems=0))
+    kwargs = grpo_config_kwargs(params, tmp_path, world=1, cuda=False)
+    assert (kwargs["temperature"], kwargs["learning_rate"], kwargs["save_steps"]) == (0.7, 3e-6, 7)
+    assert (kwargs["eval_strategy"], kwargs["top_k"], kwargs["data_seed"]) == ("no", 0, params.train.seed)
+    unset = grpo_config_kwargs(Params(train=TrainParams(preset="improved")), tmp_path, world=1, cuda=False)
+    assert (unset["loss_type"], unset["epsilon_high"]) == (
+        "dapo",
+        0.28,
+    )  # the preset's, where params say nothing
 
 
 def test_other_grpo_config_fields_pass_through_and_the_pipelines_own_are_refused_with_the_key_to_use(
     tmp_path,
 ):
     from lead.config import Params, ParamsError
-    from lead.stages.train import check_train_settings, grpo_config
+    from lead.training.grpo_config import check_train_settings, grpo_config
 
     def params(**grpo):
         return Params(train=TrainParams(grpo_config=grpo))

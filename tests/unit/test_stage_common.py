@@ -4,9 +4,11 @@ message that says why calibration kept no problem."""
 import pytest
 
 from lead.config import Params, ParamsError, WarmstartParams
+from lead.dag import StageError
 from lead.io.fingerprint import StaleOutputError
 from lead.io.sources import SourceError
-from lead.stages._common import StageError, empty_pool_message, stage_main
+from lead.io.summaries import empty_pool_message
+from lead.stages._common import stage_main
 from tests.conftest import ROOT, tmp_params
 
 PARAMS = str(ROOT / "params.yaml")

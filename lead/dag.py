@@ -1,0 +1,179 @@
+"""The DAG's stages in one place: their order, the command each runs, what each writes (its outputs, by name),
+which of them is its manifest and which its summary, where its resume state lives.
+
+An output is written as ``dvc.yaml`` writes it (``${paths.models}/train``): ``tests/contracts/test_dvc_yaml.py``
+checks that each stage's outputs here are exactly those ``dvc.yaml`` declares (outs, metrics and plots), in
+the same order of stages. Code asks for an output by name (:func:`output`), never spells its path again: the
+stages publish and verify manifests through :func:`manifest_path`, the flows and ``lead results`` read
+:func:`summary_file`, register finds evaluate's records and plots here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from lead.config import Params
+
+
+class StageError(RuntimeError):
+    """A stage cannot produce a useful result from what it was given or found (an empty training pool, ...).
+
+    The message says what happened, with the real numbers, and the knob to change; a stage's ``main`` prints
+    it without a traceback and exits 1. Raised before the stage publishes its manifest, so the next stage
+    refuses the unfinished outputs instead of reading them."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage, run as ``python -m lead.stages.<name>``: its ``outputs`` by name (``dvc.yaml``'s spelling),
+    among them ``manifest`` (written last; none for register, whose record is the registry's) and the one named by
+    ``summary`` (the JSON that says what the run did)."""
+
+    name: str
+    outputs: dict[str, str]
+    summary: str
+
+    @property
+    def module(self) -> str:
+        return f"lead.stages.{self.name}"
+
+
+def _calibration(name: str, pool: str) -> Stage:
+    reports = f"${{paths.reports}}/{name}"
+    return Stage(
+        name,
+        {
+            "pool": f"${{paths.curated}}/{pool}",
+            "manifest": f"${{paths.curated}}/{name}.manifest.json",
+            "histogram": f"{reports}/histogram.csv",
+            "summary": f"{reports}/summary.json",
+            "headline": f"{reports}/headline.json",
+            "histogram_plot": f"{reports}/pass_rate_histogram.png",
+        },
+        "summary",
+    )
+
+
+def _training(name: str, curves: bool) -> Stage:
+    outputs = {
+        "model": f"${{paths.models}}/{name}",
+        "manifest": f"${{paths.models}}/{name}.manifest.json",
+        "summary": f"${{paths.reports}}/{name}.json",
+        "headline": f"${{paths.reports}}/{name}_headline.json",
+    }
+    if curves:
+        outputs["curves"] = f"${{paths.reports}}/{name}_curves.csv"
+        outputs["curves_plot"] = f"${{paths.reports}}/{name}_curves.png"
+    return Stage(name, outputs, "summary")
+
+
+# The DAG's order (dvc.yaml's stages, the Prefect flow's tasks, `lead pipeline`). calibrate_stage2 and
+# train_stage2 are the curriculum's later stage (train.stage2); off, they only say so.
+REGISTRY: dict[str, Stage] = {
+    s.name: s
+    for s in (
+        Stage(
+            "curate",
+            {
+                "train": "${paths.curated}/train.parquet",
+                "test": "${paths.curated}/test.parquet",
+                "quarantine": "${paths.curated}/quarantine.jsonl",
+                "report": "${paths.reports}/curate",
+                "manifest": "${paths.curated}/curate.manifest.json",
+                "summary": "${paths.curated}/curation.json",
+            },
+            "summary",
+        ),
+        Stage(
+            "warmstart",
+            {
+                "model": "${paths.models}/warmstart",
+                "manifest": "${paths.models}/warmstart.manifest.json",
+                "summary": "${paths.reports}/warmstart.json",
+            },
+            "summary",
+        ),
+        _calibration("calibrate", "calibrated.parquet"),
+        _training("train", curves=True),
+        _calibration("calibrate_stage2", "calibrated_stage2.parquet"),
+        _training("train_stage2", curves=False),
+        Stage(
+            "evaluate",
+            {
+                "records": "${paths.reports}/evaluate/samples.parquet",
+                "manifest": "${paths.reports}/evaluate/evaluate.manifest.json",
+                "metrics": "${paths.reports}/evaluate/metrics.json",
+                "headline": "${paths.reports}/evaluate/headline.json",
+                "accuracy_plot": "${paths.reports}/evaluate/accuracy_vs_length.png",
+                "budget_plot": "${paths.reports}/evaluate/budget_curve.png",
+            },
+            "metrics",
+        ),
+        Stage("register", {"record": "${paths.reports}/register.json"}, "record"),
+    )
+}
+STAGES = tuple(REGISTRY)
+
+_PATHS = re.compile(r"\$\{paths\.(\w+)\}")
+
+
+def output(params: Params, stage: str, name: str) -> Path:
+    """The output ``name`` of ``stage`` under ``params.paths``."""
+    template = REGISTRY[stage].outputs[name]
+    return Path(_PATHS.sub(lambda m: str(getattr(params.paths, m.group(1))), template))
+
+
+def output_name(stage: str, name: str) -> str:
+    """The file name of the output ``name`` of ``stage`` (what the stage's MLflow run logs it as)."""
+    return Path(REGISTRY[stage].outputs[name]).name
+
+
+def manifest_path(params: Params, stage: str) -> Path:
+    """Where ``stage`` publishes the manifest of its outputs (:func:`lead.io.fingerprint.publish`), beside them."""
+    if "manifest" not in REGISTRY[stage].outputs:
+        raise ValueError(f"stage {stage!r} publishes no manifest")
+    return output(params, stage, "manifest")
+
+
+def summary_file(params: Params, stage: str) -> Path:
+    """The JSON ``stage`` writes about its run (a DVC metrics file or output)."""
+    return output(params, stage, REGISTRY[stage].summary)
+
+
+# The ablation's cells (ablation/dvc.yaml): cell <variant>-s<seed> writes its evaluation's reports and, last,
+# CELL_RESULT into cell_result_dir; the ablation stage reads every cell's result there.
+CELL_RESULT = "result.json"
+
+
+def cell_result_dir(params: Params, variant: str | None, seed: int) -> Path:
+    """The folder of the ablation cell of ``variant`` (None: the warm start itself) with ``seed``."""
+    from lead.core.ablation import WARMSTART, cell_name
+
+    return params.paths.reports / "ablation" / "cells" / cell_name(variant or WARMSTART, seed)
+
+
+def resume_dir(params: Params, name: str) -> Path:
+    """``<paths.resume>/<name>``: the resume state of the stage (or ablation cell) ``name`` — its calibration
+    cache, its training checkpoints — which it reads back itself and keys by content (a training run's identity,
+    a calibration's settings). Deliberately not a DVC output: DVC neither caches nor pushes it, so a fresh clone
+    that pulled every output has nothing missing and reruns nothing; a run that finds it resumes or reuses, one
+    that does not recomputes."""
+    return params.paths.resume / name
+
+
+def published_model(params: Params, stage: str) -> tuple[Path, str]:
+    """``(<paths.models>/<stage>, its fingerprint)``, refused (:class:`lead.io.fingerprint.StaleOutputError`) unless
+    it is the very model ``stage`` published last (its manifest names it by content)."""
+    from lead.io.fingerprint import StaleOutputError, model_fingerprint, verify
+
+    model = output(params, stage, "model")
+    published = verify(manifest_path(params, stage), stage)
+    fingerprint = model_fingerprint(model) if model.is_dir() else None
+    if not published.get("model") or fingerprint != published["model"]:
+        raise StaleOutputError(
+            f"{model}: not the model the {stage} stage published (changed or written by another run): "
+            f"run the {stage} stage again"
+        )
+    return model, fingerprint

@@ -1,0 +1,72 @@
+"""What RL trains from and on: the start model and the pool of prompts, each checked against what its stage
+published (never a file of an unfinished run, never pass rates measured on another model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lead.config import Params
+from lead.dag import StageError, manifest_path
+from lead.io.fingerprint import StaleOutputError, verify
+from lead.io.summaries import empty_pool_message
+
+
+def start_model(params: Params) -> str:
+    """Where RL starts: the warm-started model, or ``model.base`` when the warm start is off."""
+    return str(params.paths.models / "warmstart") if params.warmstart.enabled else params.model.base
+
+
+def pool_source(params: Params) -> tuple[str, Path]:
+    """(stage, file) of the RL pool: calibrate's ``calibrated.parquet`` when calibration ran, else curate's
+    ``train.parquet``."""
+    calibrated = params.paths.curated / "calibrated.parquet"
+    if calibrated.exists():
+        return "calibrate", calibrated
+    return "curate", params.paths.curated / "train.parquet"
+
+
+def training_rows(params: Params, start_fingerprint: str | None = None) -> list[dict[str, Any]]:
+    """The RL pool: calibrated rows marked ``keep`` when calibration ran, else the curated training set,
+    checked against the manifest its stage published (never a file of an unfinished run) and, given the
+    start model's fingerprint, refused when calibration measured another model (a newer warm start). An
+    empty pool is a :class:`~lead.dag.StageError` saying why and which knob to change."""
+    import pyarrow.parquet as pq
+    from datasets import Dataset
+
+    stage, path = pool_source(params)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no training pool; run `lead curate` (and `lead calibrate`) first")
+    published = verify(manifest_path(params, stage), stage, [path])
+    measured = published.get("model")
+    if start_fingerprint and stage == "calibrate" and measured != start_fingerprint:
+        raise StaleOutputError(
+            f"{path}: pass rates of another model ({measured}) than the one training starts from "
+            f"({start_fingerprint}): run the calibrate stage again"
+        )
+    # datasets cannot read a parquet file without rows (curate writes one when nothing passes its filters).
+    pool = Dataset.from_parquet(str(path)).to_list() if pq.read_metadata(path).num_rows else []
+    rows = [r for r in pool if r["keep"]] if "keep" in (pool[0] if pool else {}) else pool
+    if not rows:
+        if stage == "curate":
+            raise StageError(
+                f"{path}: the curated pool is empty, nothing to train on; check curate.sources and the "
+                f"curation report ({params.paths.reports / 'curate'})"
+            )
+        # calibrate now stops before publishing an empty pool; this one was published without that check.
+        samples = pool[0]["k"] if pool else 0
+        why = empty_pool_message([r["correct"] for r in pool], samples, params)
+        raise StageError(f"{path}: nothing to train on: {why}; then run the calibrate stage again")
+    return as_prompts(rows, params.model.prompt_suffix)
+
+
+def as_prompts(rows: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
+    """Pool rows as TRL dataset rows: one user turn (problem + instruction suffix), the gold answer, the id."""
+    return [
+        {
+            "prompt": [{"role": "user", "content": r["problem"] + suffix}],
+            "answer": str(r["answer"]),
+            "id": r["id"],
+        }
+        for r in rows
+    ]

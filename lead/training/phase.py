@@ -1,0 +1,178 @@
+"""One RL phase with ``LEADTrainer`` (TRL's GRPOTrainer underneath): train, validate on the dev split, save, and
+record the run so that a rerun resumes or reuses it (:mod:`lead.training.identity`).
+
+:func:`train` is stage 1 (``lead.stages.train``, and each ablation cell's variant); curriculum stage 2
+(``lead.stages.train_stage2``) runs :func:`train_phase` on its own pool from the stage-1 model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from lead.config import Params
+from lead.core import difficulty
+from lead.io.files import write_json
+from lead.io.fingerprint import model_fingerprint
+from lead.training.distributed import distributed_state, from_main, save_model
+from lead.training.grpo_config import DEV_METRIC, grpo_config, lora_config
+from lead.training.identity import (
+    RUN_FILE,
+    keep_final_copy,
+    read_run_file,
+    restore_finished,
+    run_identity,
+)
+from lead.training.inputs import start_model, training_rows
+from lead.training.presets import resolve
+
+
+def train(params: Params, final: Path, ckpt: Path, stage: str = "train") -> dict[str, Any]:
+    """Stage 1: from :func:`~lead.training.inputs.start_model` on the training pool less its dev split, the
+    model saved to ``final``, its checkpoints in ``ckpt``; the summary of :func:`train_phase`."""
+    state = distributed_state()
+    start = start_model(params)
+    start_fingerprint = from_main(state, lambda: model_fingerprint(start))
+    rows, dev = difficulty.split_dev(
+        training_rows(params, start_fingerprint), params.train.dev_problems, params.train.seed
+    )
+    return train_phase(params, rows, dev, start, final, ckpt, stage, start_fingerprint)
+
+
+def train_phase(
+    params: Params,
+    rows: list[dict[str, Any]],
+    dev: list[dict[str, Any]],
+    start: str,
+    final: Path,
+    ckpt: Path,
+    stage: str,
+    start_fingerprint: str,
+) -> dict[str, Any]:
+    """One RL phase: train ``params.train`` from ``start`` (whose content is ``start_fingerprint``) on ``rows``
+    (validating on ``dev``) and save the model to ``final``; ``stage`` names the DVC stage, the MLflow run and
+    its tag. Its :func:`run_identity` decides what happens to an earlier run recorded in ``ckpt``:
+
+    * same identity, **finished** → reused as a whole: its summary is returned and ``final`` holds its model
+      (restored from the copy kept in ``ckpt`` if need be); nothing is trained, no MLflow run is touched;
+    * same identity, unfinished (killed) → resumed from its last complete checkpoint, into the same MLflow run;
+    * anything else → its checkpoints are deleted and training starts afresh, in a new MLflow run.
+    """
+    import mlflow
+    from datasets import Dataset
+    from transformers import AutoTokenizer, PrinterCallback
+
+    from lead.io.sampling import context_window
+    from lead.io.tracking import stage_run
+    from lead.training.callbacks import CompletionsTable, RichProgressCallback
+    from lead.training.checkpoints import SealCheckpoints, last_complete_checkpoint
+    from lead.training.trainer import LEADTrainer
+
+    started = time.perf_counter()
+    # Under `accelerate launch` every process runs this; only the main one owns the MLflow run and the files.
+    state = distributed_state()
+    main = state.is_main_process
+    identity = from_main(state, lambda: run_identity(params, start_fingerprint, rows, dev))
+    previous = from_main(state, lambda: read_run_file(ckpt))
+    if previous.get("identity") != identity:
+        previous = {}
+    elif previous.get("state") == "finished":
+        if from_main(state, lambda: restore_finished(previous, final, ckpt)):
+            print(f"{stage}: reusing the finished run {previous['run_id']} (same identity {identity[:19]})")
+            return previous["summary"]
+        previous = {}  # its model is gone: train afresh
+    if not previous and main:
+        shutil.rmtree(ckpt, ignore_errors=True)  # another identity (or a lost result): nothing to resume
+    state.wait_for_everyone()
+    resume = last_complete_checkpoint(ckpt) if previous else None
+    tracked = (
+        stage_run(params, stage, log_sections=("train",), run_id=previous.get("run_id"))
+        if main
+        else contextlib.nullcontext()
+    )
+    with tracked as run:
+        resolved = resolve(params.train)
+        if main:
+            ckpt.mkdir(parents=True, exist_ok=True)
+            write_json(ckpt / RUN_FILE, {"identity": identity, "run_id": run.info.run_id, "state": "running"})
+            if not previous:  # what the preset resolved to: the objective actually trained
+                mlflow.log_params({f"resolved.{k}": v for k, v in resolved.record().items()})
+        tokenizer = AutoTokenizer.from_pretrained(start, trust_remote_code=params.train.trust_remote_code)
+        table = CompletionsTable()
+        trainer = LEADTrainer(
+            model=start,
+            args=grpo_config(
+                params, ckpt, context=context_window(start, trust_remote_code=params.train.trust_remote_code)
+            ),
+            train_dataset=Dataset.from_list(rows),
+            eval_dataset=Dataset.from_list(dev) if dev else None,
+            processing_class=tokenizer,
+            lead=resolved.lead,
+            callbacks=[RichProgressCallback(f"{stage} (GRPO-LEAD)"), SealCheckpoints(), table],
+            peft_config=lora_config(params.train.lora),
+        )
+        trainer.remove_callback(PrinterCallback)
+        table.rows = lambda: trainer._lead_rows
+        result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        save_model(trainer, tokenizer, final, lora=params.train.lora.enabled, state=state)
+        summary = {
+            **_what_it_did(params, trainer, result.global_step, resume, (len(rows), len(dev)), started),
+            "mlflow_run_id": run.info.run_id if main else None,
+            "identity": identity,
+        }
+        if main:
+            mlflow.log_metrics({"train_seconds": summary["seconds"]})
+            summary["model"] = model_fingerprint(final)
+            keep_final_copy(final, ckpt)
+            write_json(
+                ckpt / RUN_FILE,
+                {
+                    "identity": identity,
+                    "run_id": run.info.run_id,
+                    "state": "finished",
+                    "model": summary["model"],
+                    "summary": summary,
+                },
+            )
+    return summary
+
+
+def _what_it_did(
+    params: Params, trainer, steps: int, resume: Path | None, problems: tuple[int, int], started: float
+) -> dict[str, Any]:
+    """A finished phase from its trainer's log: steps, where it resumed, the training and dev problems
+    (``problems``), which checkpoint it hands on, the dev split's Pass@1 and length at each evaluation, the first
+    and last reward, and per logged step the training curves (``<stage>_curves.csv``/``.png``; not in the
+    stage's metrics file)."""
+    log = trainer.state.log_history
+    history = [h for h in log if "reward" in h]
+    best = trainer.state.best_model_checkpoint
+    return {
+        "steps": steps,
+        "resumed_from": resume.name if resume else None,
+        "problems": problems[0],
+        "dev_problems": problems[1],
+        "checkpoint": params.train.checkpoint,
+        "handed_on": Path(best).name if params.train.checkpoint == "best" and best else f"step {steps}",
+        "dev": [
+            {"step": h["step"], "pass_at_1": h[DEV_METRIC], "length": h.get("eval_lead/length_mean")}
+            for h in log
+            if DEV_METRIC in h
+        ],
+        "preset": params.train.preset,
+        "seconds": round(time.perf_counter() - started, 1),
+        "first_reward": history[0]["reward"] if history else None,
+        "last_reward": history[-1]["reward"] if history else None,
+        "curve": [
+            {
+                "step": h["step"],
+                "reward": h["reward"],
+                "length": h.get("lead/length_mean"),
+                "correct": h.get("lead/share_correct"),
+            }
+            for h in history
+        ],
+    }

@@ -1,0 +1,67 @@
+"""What a training stage publishes: its summary, the headline DVC compares, the curves, and last its manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lead.config import Params
+from lead.dag import manifest_path, summary_file
+from lead.io.files import atomic_path, write_json, write_text
+from lead.io.fingerprint import publish
+
+
+def publish_training(
+    state, params: Params, stage: str, summary: dict[str, Any], *, curves: bool = False
+) -> None:
+    """The main process writes ``<paths.reports>/<stage>.json`` (the summary without its per-step curve), with
+    ``curves`` the curve as ``<stage>_curves.csv`` and ``.png`` (:func:`write_curves`), and, last, the stage's
+    manifest: the model by content, the MLflow run that trained it, the run's identity."""
+    if not state.is_main_process:
+        return
+    report = summary_file(params, stage)
+    write_json(report, {k: v for k, v in summary.items() if k != "curve"})
+    outputs = [report, write_headline(params, stage, summary)]
+    if curves:
+        outputs += write_curves(params.paths.reports / f"{stage}_curves", summary.get("curve") or [])
+    facts = {k: summary.get(k) for k in ("model", "mlflow_run_id", "identity")}
+    publish(manifest_path(params, stage), stage, outputs, **facts)
+
+
+HEADLINE_KEYS = (
+    "steps",
+    "last_reward",
+)  # what DVC shows as a training stage's metrics; <stage>.json keeps all
+
+
+def write_headline(params: Params, stage: str, summary: dict[str, Any]) -> Path:
+    """``<paths.reports>/<stage>_headline.json``: the figures of :data:`HEADLINE_KEYS` (DVC's metrics of the stage:
+    `dvc exp show` compares them; the run ids, hashes and times of ``<stage>.json`` would fill its columns)."""
+    path = params.paths.reports / f"{stage}_headline.json"
+    write_json(path, {k: summary[k] for k in HEADLINE_KEYS if k in summary})
+    return path
+
+
+def write_curves(stem: Path, curve: list[dict[str, Any]]) -> list[Path]:
+    """Reward, completion length and share correct per logged step: ``<stem>.csv`` (the numbers) and ``<stem>.png``
+    (two panels), which ``dvc plots diff`` shows side by side for two experiments or commits."""
+    from matplotlib.figure import Figure
+
+    table = stem.with_suffix(".csv")
+    rows = "".join(
+        f"{p['step']},{p['reward']},{'' if p['length'] is None else p['length']},"
+        f"{'' if p['correct'] is None else p['correct']}\n"
+        for p in curve
+    )
+    write_text(table, "step,reward,length,correct\n" + rows)
+    fig = Figure(figsize=(8, 3.2), layout="constrained")
+    reward, length = fig.subplots(1, 2)
+    steps = [p["step"] for p in curve]
+    reward.plot(steps, [p["reward"] for p in curve], color="tab:blue")
+    reward.set(xlabel="step", ylabel="mean reward", title="reward")
+    length.plot(steps, [p["length"] for p in curve], color="tab:orange")
+    length.set(xlabel="step", ylabel="tokens", title="completion length")
+    image = stem.with_suffix(".png")
+    with atomic_path(image) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    return [table, image]
