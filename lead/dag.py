@@ -35,10 +35,6 @@ class Stage:
     outputs: dict[str, str]
     summary: str
 
-    @property
-    def module(self) -> str:
-        return f"lead.stages.{self.name}"
-
 
 def _calibration(name: str, pool: str) -> Stage:
     reports = f"${{paths.reports}}/{name}"

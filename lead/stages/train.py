@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
-from lead.dag import manifest_path, resume_dir
+from lead.dag import manifest_path, output, resume_dir
 from lead.io.fingerprint import unpublish
 from lead.stages._common import stage_main
 from lead.training.distributed import distributed_state
@@ -33,7 +33,7 @@ STAGE = "train"
 
 
 def model_dir(params: Params) -> Path:
-    return params.paths.models / STAGE
+    return output(params, STAGE, "model")
 
 
 def run(params: Params) -> dict[str, Any]:

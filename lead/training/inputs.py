@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
-from lead.dag import StageError, manifest_path
+from lead.dag import StageError, manifest_path, output
 from lead.io.fingerprint import StaleOutputError, verify
 from lead.io.summaries import empty_pool_message
 
@@ -20,10 +20,10 @@ def start_model(params: Params) -> str:
 def pool_source(params: Params) -> tuple[str, Path]:
     """(stage, file) of the RL pool: calibrate's ``calibrated.parquet`` when calibration ran, else curate's
     ``train.parquet``."""
-    calibrated = params.paths.curated / "calibrated.parquet"
+    calibrated = output(params, "calibrate", "pool")
     if calibrated.exists():
         return "calibrate", calibrated
-    return "curate", params.paths.curated / "train.parquet"
+    return "curate", output(params, "curate", "train")
 
 
 def training_rows(params: Params, start_fingerprint: str | None = None) -> list[dict[str, Any]]:

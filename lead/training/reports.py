@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
-from lead.dag import manifest_path, summary_file
+from lead.dag import manifest_path, output, summary_file
 from lead.io.files import atomic_path, write_json, write_text
 from lead.io.fingerprint import publish
 
@@ -23,7 +23,7 @@ def publish_training(
     write_json(report, {k: v for k, v in summary.items() if k != "curve"})
     outputs = [report, write_headline(params, stage, summary)]
     if curves:
-        outputs += write_curves(params.paths.reports / f"{stage}_curves", summary.get("curve") or [])
+        outputs += write_curves(output(params, stage, "curves").with_suffix(""), summary.get("curve") or [])
     facts = {k: summary.get(k) for k in ("model", "mlflow_run_id", "identity")}
     publish(manifest_path(params, stage), stage, outputs, **facts)
 
@@ -37,7 +37,7 @@ HEADLINE_KEYS = (
 def write_headline(params: Params, stage: str, summary: dict[str, Any]) -> Path:
     """``<paths.reports>/<stage>_headline.json``: the figures of :data:`HEADLINE_KEYS` (DVC's metrics of the stage:
     `dvc exp show` compares them; the run ids, hashes and times of ``<stage>.json`` would fill its columns)."""
-    path = params.paths.reports / f"{stage}_headline.json"
+    path = output(params, stage, "headline")
     write_json(path, {k: summary[k] for k in HEADLINE_KEYS if k in summary})
     return path
 
