@@ -57,7 +57,7 @@ results: $(STAMP)  ## what the last run holds: each stage's headline, and where 
 check-params: $(STAMP)  ## validate params.yaml (every stage's section) before anything runs
 	$(VENV)/bin/lead params --check
 
-schema: $(STAMP)  ## rewrite params.schema.json (editors validate params.yaml with it) from lead/config/schema.py
+schema: $(STAMP)  ## rewrite params.schema.json (editors validate params.yaml with it) from the models in lead/config/
 	$(VENV)/bin/lead params --schema params.schema.json
 
 run: check-params  ## the main job on the embedded default: `dvc repro` (proxy data, tiny model, ...)

@@ -266,6 +266,33 @@ def suite_table() -> tuple[list[str], float, bool]:
     return lines, theirs_s / ours_s, agree[0] >= agree[1]
 
 
+def _errors(pairs: list[Pair], ours: list[bool], reference: list[bool]) -> list[str]:
+    """The errors of both graders by kind of final answer, and the pairs where they disagree (at most 12)."""
+    rows = []
+    for kind in sorted({p.kind for p in pairs}):
+        idx = [i for i, p in enumerate(pairs) if p.kind == kind]
+        rows.append(
+            [
+                kind,
+                len(idx),
+                sum(ours[i] != pairs[i].label for i in idx),
+                sum(reference[i] != pairs[i].label for i in idx),
+            ]
+        )
+    lines = table(["kind", "pairs", "ours wrong", "math-verify wrong"], rows)
+    disagreements = [i for i in range(len(pairs)) if ours[i] != reference[i]][:12]
+    if disagreements:
+        lines += ["", "Pairs where the two disagree (label = the right verdict; at most 12):", ""]
+        lines += table(
+            ["gold", "final answer", "label", "ours", "math-verify"],
+            [
+                [f"`{pairs[i].gold}`", pairs[i].kind, pairs[i].label, ours[i], reference[i]]
+                for i in disagreements
+            ],
+        )
+    return lines
+
+
 def run() -> Result:
     from lead.grading import grade_batch_with_stats
 
@@ -326,30 +353,7 @@ def run() -> Result:
         "Errors by kind of final answer:",
         "",
     ]
-    tail = suite_lines
-    rows = []
-    for kind in sorted({p.kind for p in pairs}):
-        idx = [i for i, p in enumerate(pairs) if p.kind == kind]
-        rows.append(
-            [
-                kind,
-                len(idx),
-                sum(ours[i] != pairs[i].label for i in idx),
-                sum(reference[i] != pairs[i].label for i in idx),
-            ]
-        )
-    body += table(["kind", "pairs", "ours wrong", "math-verify wrong"], rows)
-    disagreements = [i for i in range(n) if ours[i] != reference[i]][:12]
-    if disagreements:
-        body += ["", "Pairs where the two disagree (label = the right verdict; at most 12):", ""]
-        body += table(
-            ["gold", "final answer", "label", "ours", "math-verify"],
-            [
-                [f"`{pairs[i].gold}`", pairs[i].kind, pairs[i].label, ours[i], reference[i]]
-                for i in disagreements
-            ],
-        )
-    body += tail
+    body += _errors(pairs, ours, reference) + suite_lines
     return Result(
         name="grader",
         title="Grader: lead.grading vs math-verify",

@@ -8,7 +8,6 @@ and the Prefect flow call. ``--set key=value`` overrides ``params.yaml`` for one
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lead.config import DEFAULT_PARAMS, Params, ParamsError, load_params
+from lead.config.dvc_args import dvc_args
 
 app = typer.Typer(
     help="GRPO-LEAD pipeline: curate → warmstart → calibrate → train → evaluate → register.",
@@ -139,7 +139,7 @@ def params(
         if not overrides:
             raise typer.BadParameter("--as-dvc-args prints the overrides of --recipe and --set: give one")
         try:
-            typer.echo(_dvc_args(path, overrides))
+            typer.echo(dvc_args(path, overrides))
         except ParamsError as exc:
             console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
@@ -174,79 +174,6 @@ def _check_sources(resolved: Params) -> None:
         raise typer.Exit(2)
 
 
-_MISSING = object()
-
-
-def _lookup(data: object, key: str) -> object:
-    """The value at the dotted ``key`` of nested mappings, or ``_MISSING``."""
-    for part in key.split("."):
-        data = data.get(part, _MISSING) if isinstance(data, dict) else _MISSING
-    return data
-
-
-def _hydra_value(value: object) -> str:
-    """``value`` in Hydra's override grammar, which ``dvc exp run -S`` parses (strings double-quoted)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ",".join(_hydra_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{_hydra_value(v)}" for k, v in value.items()) + "}"
-    # Hydra un-escapes a backslash only before a quote: double the backslashes there, escape the quote.
-    text = re.sub(r'(\\*)(")', lambda m: m.group(1) * 2 + '\\"', str(value))
-    return '"' + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, text) + '"'
-
-
-def _dvc_args(path: Path, overrides: list[str]) -> str:
-    """``overrides`` (``key=YAML value``) as ``-S`` arguments of ``dvc exp run``, shell-quoted, checked by
-    applying them with DVC's own code to a copy of ``path``: it must come out as the params loader reads
-    them (DVC takes Hydra's grammar, not YAML, and adds a key absent from the file only as ``++key``)."""
-    import shlex
-    import shutil
-    import tempfile
-
-    import yaml
-    from dvc.utils.hydra import apply_overrides as dvc_apply
-
-    from lead.config import apply_overrides, parse_params
-    from lead.io.tracking import flatten
-
-    text = path.read_text(encoding="utf-8")
-    data = yaml.safe_load(text) or {}
-    expected = apply_overrides(yaml.safe_load(text) or {}, overrides)
-    args = []
-    for item in overrides:
-        key, _, raw = item.partition("=")
-        prefix = "++" if _lookup(data, key) is _MISSING else ""
-        args.append(f"{prefix}{key}={_hydra_value(yaml.safe_load(raw))}")
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "params.yaml"
-        shutil.copyfile(path, copy)
-        try:
-            dvc_apply(copy, args)
-        except Exception as exc:  # DVC's InvalidArgumentError (Hydra's parse error as its cause), OmegaConf's
-            cause = f" ({exc.__cause__})" if exc.__cause__ else ""
-            raise ParamsError(f"dvc exp run would refuse these -S arguments: {exc}{cause}") from None
-        # As the stages read it: DVC writes 1e-06 where YAML 1.1 reads a string, which a float key accepts.
-        got = parse_params(yaml.safe_load(copy.read_text(encoding="utf-8")), "dvc exp run -S")
-    want = parse_params(expected, str(path)).model_dump(mode="json")
-    wrong = [
-        key for key, value in flatten(got.model_dump(mode="json")).items() if _lookup(want, key) != value
-    ]
-    if wrong:
-        raise ParamsError(
-            f"dvc exp run -S would set {', '.join(wrong)} otherwise than these overrides do (Hydra's grammar "
-            f"reads the value another way): copy them into {path} instead"
-        )
-    # DVC sets params.yaml unless an argument names another file (FILE:key=value).
-    file = "" if path.resolve() == DEFAULT_PARAMS.resolve() else f"{path}:"
-    return " ".join(f"-S {shlex.quote(file + arg)}" for arg in args)
-
-
 @app.command()
 def curate(
     path: ParamsOpt = DEFAULT_PARAMS,
@@ -279,11 +206,14 @@ def warmstart(
     ] = "auto",
 ) -> None:
     """Supervised fine-tuning before RL (embedded default: build the tiny model and teach it verbose traces)."""
+    from lead.dag import output
     from lead.stages import warmstart as stage
 
     cfg = _params(path, overrides)
     if report:
-        rows = stage.report(cfg, backend)
+        from lead.training.warmstart import report as sample_report
+
+        rows = sample_report(cfg, backend)
         r = cfg.warmstart.report
         table = Table(
             title=f"warm-started model on proxy training problems ({r.samples} samples, T={r.temperature})"
@@ -309,7 +239,7 @@ def warmstart(
     if summary["enabled"]:
         console.print(
             f"warm start: {summary['steps']} steps in {summary['seconds']} s, final loss {summary['final_loss']:.3f}"
-            f" → {stage.model_dir(cfg)}"
+            f" → {output(cfg, 'warmstart', 'model')}"
         )
     else:
         console.print(f"warm start disabled: later stages start from {summary['model']}")
@@ -356,9 +286,9 @@ def serve(
     """
     import os
 
+    from lead.calibration import model_path
     from lead.io.fingerprint import model_fingerprint
     from lead.io.sampling import exposure_refusal, serve_command, served_model_name
-    from lead.stages import calibrate as stage
 
     refusal, warning = exposure_refusal(host, insecure=insecure)
     if refusal:
@@ -367,7 +297,7 @@ def serve(
     if warning:
         console.print(f"[bold yellow]warning:[/] {warning}", highlight=False)
     cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
-    model = stage.model_path(cfg)
+    model = model_path(cfg)
     name = served_model_name(model_fingerprint(model), cfg.model.dtype)
     argv, env = serve_command(model, name, dtype=cfg.model.dtype, host=host, port=port)
     console.print(
@@ -381,6 +311,7 @@ def serve(
 @app.command()
 def train(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None, recipe: RecipeOpt = None) -> None:
     """GRPO-LEAD reinforcement learning (TRL GRPOTrainer + LEAD rewards and advantages); resumes a killed run."""
+    from lead.dag import output
     from lead.stages import train as stage
 
     cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
@@ -388,7 +319,7 @@ def train(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None, recipe: Re
     resumed = f" (resumed from {summary['resumed_from']})" if summary["resumed_from"] else ""
     console.print(
         f"train: {summary['steps']} steps{resumed} in {summary['seconds']} s, reward {summary['first_reward']}"
-        f" → {summary['last_reward']}; MLflow run {summary['mlflow_run_id']} → {stage.model_dir(cfg)}"
+        f" → {summary['last_reward']}; MLflow run {summary['mlflow_run_id']} → {output(cfg, 'train', 'model')}"
     )
 
 
@@ -414,6 +345,7 @@ def train_stage2(
     path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None, recipe: RecipeOpt = None
 ) -> None:
     """Curriculum stage 2: continue training from the stage-1 model on its stage-2 pool."""
+    from lead.dag import output
     from lead.stages import train_stage2 as stage
 
     cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
@@ -423,7 +355,7 @@ def train_stage2(
         return
     console.print(
         f"train_stage2: {s['steps']} steps on {s['problems']} problems in {s['seconds']} s; MLflow run "
-        f"{s['mlflow_run_id']} → {stage.model_dir(cfg)}"
+        f"{s['mlflow_run_id']} → {output(cfg, 'train_stage2', 'model')}"
     )
 
 
@@ -450,6 +382,7 @@ def evaluate(
     """Sample the model on the benchmarks and score it: Pass@k, Cons@n, lengths, budget sweep, difficulty bands."""
     from rich import box
 
+    from lead.evaluation import output_dir
     from lead.stages import evaluate as stage
 
     cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
@@ -475,7 +408,7 @@ def evaluate(
             name, *("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in values)
         )
     console.print(table)
-    console.print(f"records, metrics.json and plots → {stage.output_dir(cfg)}")
+    console.print(f"records, metrics.json and plots → {output_dir(cfg)}")
 
 
 @app.command()
@@ -504,10 +437,10 @@ def promote(
     """Move @champion to VERSION by hand, whatever the gate said; the move and its reason are recorded."""
     from mlflow.exceptions import MlflowException
 
-    from lead.stages import register as stage
+    from lead.registration import promote as promote_version
 
     try:
-        s = stage.promote(_params(path, overrides), version, reason)
+        s = promote_version(_params(path, overrides), version, reason)
     except (MlflowException, ValueError) as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None
@@ -538,8 +471,8 @@ def ablation_(
 
     from rich.markdown import Markdown
 
-    from lead.core import ablation
-    from lead.stages import ablation as stage
+    from lead.dag import ablation_output
+    from lead.reports.ablation import markdown
 
     if path.resolve() != DEFAULT_PARAMS.resolve():
         console.print(
@@ -548,7 +481,7 @@ def ablation_(
         raise typer.Exit(2)
     params = _params(path, overrides)
     try:
-        args = shlex.split(_dvc_args(path, overrides)) if overrides else []
+        args = shlex.split(dvc_args(path, overrides)) if overrides else []
     except ParamsError as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
@@ -559,7 +492,7 @@ def ablation_(
     done = subprocess.run(command, cwd=DEFAULT_PARAMS.parent)
     if done.returncode:
         raise typer.Exit(done.returncode)
-    result_file = stage.out_dir(params) / stage.OUTPUT
+    result_file = ablation_output(params, "result")
     result = json.loads(result_file.read_text())
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -567,9 +500,7 @@ def ablation_(
             shutil.copyfile(result_file.with_suffix(suffix), out.with_suffix(suffix))
     console.print(
         Markdown(
-            ablation.markdown(
-                result["summary"], result["target"], result["claims"], result["gains"], result["notes"]
-            )
+            markdown(result["summary"], result["target"], result["claims"], result["gains"], result["notes"])
         )
     )
 

@@ -1,9 +1,11 @@
 """The DAG's stages in one place: their order, the command each runs, what each writes (its outputs, by name),
-which of them is its manifest and which its summary, where its resume state lives.
+which of them is its manifest and which its summary, where its resume state lives; the same for the ablation's
+pipeline (:data:`ABLATION`).
 
 An output is written as ``dvc.yaml`` writes it (``${paths.models}/train``): ``tests/contracts/test_dvc_yaml.py``
-checks that each stage's outputs here are exactly those ``dvc.yaml`` declares (outs, metrics and plots), in
-the same order of stages. Code asks for an output by name (:func:`output`), never spells its path again: the
+checks that each stage's outputs here are exactly those ``dvc.yaml`` (and ``ablation/dvc.yaml``) declares
+(outs, metrics and plots), in the same order of stages. Code asks for an output by name (:func:`output`), never
+spells its path again: the
 stages publish and verify manifests through :func:`manifest_path`, the flows and ``lead results`` read
 :func:`summary_file`, register finds evaluate's records and plots here.
 """
@@ -115,10 +117,13 @@ STAGES = tuple(REGISTRY)
 _PATHS = re.compile(r"\$\{paths\.(\w+)\}")
 
 
+def _resolve(params: Params, template: str) -> Path:
+    return Path(_PATHS.sub(lambda m: str(getattr(params.paths, m.group(1))), template))
+
+
 def output(params: Params, stage: str, name: str) -> Path:
     """The output ``name`` of ``stage`` under ``params.paths``."""
-    template = REGISTRY[stage].outputs[name]
-    return Path(_PATHS.sub(lambda m: str(getattr(params.paths, m.group(1))), template))
+    return _resolve(params, REGISTRY[stage].outputs[name])
 
 
 def output_name(stage: str, name: str) -> str:
@@ -133,21 +138,67 @@ def manifest_path(params: Params, stage: str) -> Path:
     return output(params, stage, "manifest")
 
 
+def published_outputs(params: Params, stage: str) -> list[Path]:
+    """The outputs ``stage`` publishes as one generation: every output but the manifest that names them."""
+    return [output(params, stage, name) for name in REGISTRY[stage].outputs if name != "manifest"]
+
+
 def summary_file(params: Params, stage: str) -> Path:
     """The JSON ``stage`` writes about its run (a DVC metrics file or output)."""
     return output(params, stage, REGISTRY[stage].summary)
 
 
-# The ablation's cells (ablation/dvc.yaml): cell <variant>-s<seed> writes its evaluation's reports and, last,
-# CELL_RESULT into cell_result_dir; the ablation stage reads every cell's result there.
+# The ablation's pipeline (ablation/dvc.yaml), stage by stage as it declares its outputs: a baseline per seed (the
+# warm start evaluated), a cell per variant x seed (trained, then evaluated), the report. A cell's folder holds its
+# evaluation's reports and, written last, CELL_RESULT: the report stage reads every cell's result there.
+ABLATION: dict[str, Stage] = {
+    s.name: s
+    for s in (
+        Stage("baseline", {"reports": "${paths.reports}/ablation/cells/warmstart-s${item.seed}"}, "reports"),
+        Stage(
+            "cell",
+            {
+                "model": "${paths.models}/ablation/${item.variant}-s${item.seed}",
+                "reports": "${paths.reports}/ablation/cells/${item.variant}-s${item.seed}",
+            },
+            "reports",
+        ),
+        Stage(
+            "report",
+            {
+                "result": "${paths.reports}/ablation/ablation.json",
+                "markdown": "${paths.reports}/ablation/ablation.md",
+                "metrics": "${paths.reports}/ablation/metrics.json",
+                "plot": "${paths.reports}/ablation/ablation.png",
+            },
+            "result",
+        ),
+    )
+}
 CELL_RESULT = "result.json"
+
+
+def ablation_output(params: Params, name: str) -> Path:
+    """The output ``name`` of the ablation's report stage under ``params.paths``."""
+    return _resolve(params, ABLATION["report"].outputs[name])
+
+
+def cell_output(params: Params, variant: str | None, seed: int, name: str = "reports") -> Path:
+    """The output ``name`` (``reports`` or, for a variant, ``model``) of the ablation cell of ``variant`` with
+    ``seed``; ``variant`` None is the seed's baseline, the warm start evaluated."""
+    stage = ABLATION["baseline" if variant is None else "cell"]
+    template = stage.outputs[name].replace("${item.seed}", str(seed))
+    return _resolve(params, template.replace("${item.variant}", variant or ""))
 
 
 def cell_result_dir(params: Params, variant: str | None, seed: int) -> Path:
     """The folder of the ablation cell of ``variant`` (None: the warm start itself) with ``seed``."""
-    from lead.core.ablation import WARMSTART, cell_name
+    return cell_output(params, variant, seed, "reports")
 
-    return params.paths.reports / "ablation" / "cells" / cell_name(variant or WARMSTART, seed)
+
+def cell_resume_dir(params: Params, variant: str, seed: int) -> Path:
+    """The resume state (training checkpoints) of the ablation cell of ``variant`` with ``seed``."""
+    return resume_dir(params, f"ablation/{cell_output(params, variant, seed, 'model').name}")
 
 
 def resume_dir(params: Params, name: str) -> Path:

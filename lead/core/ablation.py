@@ -30,11 +30,12 @@ warm start it starts from.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
+
+from lead.core.evaluation import level_order
 
 WARMSTART = "warmstart"  # the baseline "variant": the warm-started model, not trained further
 LABELS = {
@@ -70,10 +71,6 @@ def cell_name(variant: str, seed: int) -> str:
     return f"{variant}-s{seed}"
 
 
-def _natural(band: str) -> list[int | str]:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", band)]
-
-
 def cell_scores(metrics: Mapping[str, Any], samples: int, benchmark: str = "proxy") -> dict[str, Any]:
     """One cell's scores from evaluate's flat metrics (``proxy.pass_at_1``, ``proxy.level_3.precision``...).
 
@@ -95,7 +92,7 @@ def cell_scores(metrics: Mapping[str, Any], samples: int, benchmark: str = "prox
 
     keys = [k[len(prefix) :] for k in metrics if k.startswith(prefix)]
     # a band's keys are "<band>.problems", ...; the benchmark's own count is the bare "problems"
-    bands = sorted({k.rsplit(".", 1)[0] for k in keys if k.endswith(".problems")}, key=_natural)
+    bands = sorted({k.rsplit(".", 1)[0] for k in keys if k.endswith(".problems")}, key=level_order)
     levels = {
         band: {key: get(f"{band}.{key}") for key in ("problems", "pass_at_1", "precision", "answered")}
         for band in bands
@@ -132,7 +129,7 @@ def summarise(variants: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, 
         row: dict[str, Any] = {"seeds": len(runs)}
         for score in SCORES:
             row[f"{score}_mean"], row[f"{score}_std"] = mean_spread([r.get(score) for r in runs])
-        bands = sorted({b for r in runs for b in r.get("levels", {})}, key=_natural)
+        bands = sorted({b for r in runs for b in r.get("levels", {})}, key=level_order)
         row["levels"] = {}
         for band in bands:
             level: dict[str, Any] = {}
@@ -363,91 +360,3 @@ def penalty_note(
             "there is nothing for a higher precision to show."
         )
     return " ".join(lines)
-
-
-# --------------------------------------------------------------------------------------------------
-# The report
-# --------------------------------------------------------------------------------------------------
-def _cell(mean: float | None, std: float | None, digits: int) -> str:
-    if mean is None:
-        return "–"
-    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "")
-
-
-def _diff(d: Mapping[str, Any] | None, digits: int) -> str:
-    if not d:
-        return "–"
-    interval = f" [{d['low']:+.{digits}f}, {d['high']:+.{digits}f}]" if d.get("low") is not None else ""
-    return f"{d['mean']:+.{digits}f}{interval}"
-
-
-def markdown(
-    summary: Mapping[str, Mapping[str, Any]],
-    goal: Mapping[str, Any],
-    claims: Sequence[Mapping[str, Any]] = (),
-    gains: Mapping[str, Mapping[str, Any] | None] | None = None,
-    notes: Mapping[str, str] | None = None,
-) -> str:
-    """The report: scores per variant (mean ± sample std over seeds, the warm start first), Pass@1 and
-    precision per level, each claim with its paired difference [95 % interval] and verdict, RL's gain."""
-    digits = {"mean_length": 1, "len_correct": 1}
-    cols = ("pass_at_1", "mean_length", "answered", "precision", "hard_pass_at_1", "cons_at_k")
-    lines = [
-        "| variant | seeds | Pass@1 | mean length (tokens) | answered | precision | Pass@1, 2 hardest levels "
-        "| Cons@k |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, s in summary.items():
-        cells = " | ".join(_cell(s[f"{c}_mean"], s[f"{c}_std"], digits.get(c, 3)) for c in cols)
-        lines.append(f"| {label(name)} | {s['seeds']} | {cells} |")
-    bands = sorted({b for s in summary.values() for b in s.get("levels", {})}, key=_natural)
-    for key, title in (("pass_at_1", "Pass@1"), ("precision", "precision")):
-        if not bands:
-            break
-        lines += ["", f"{title} per level (mean ± std over seeds):", ""]
-        lines.append("| variant | " + " | ".join(bands) + " |")
-        lines.append("|---|" + "---:|" * len(bands))
-        for name, s in summary.items():
-            levels = s.get("levels", {})
-            row = [
-                _cell(levels[b][f"{key}_mean"], levels[b][f"{key}_std"], 3) if b in levels else "–"
-                for b in bands
-            ]
-            lines.append(f"| {label(name)} | " + " | ".join(row) + " |")
-    if claims:
-        lines += [
-            "",
-            "The paper's claims, each a paired comparison over the same seeds (difference = treatment − control, "
-            "[95 % t-interval]):",
-            "",
-            "| claim | treatment vs control | measure | difference | seeds higher | Pass@1 difference | verdict |",
-            "|---|---|---|---:|---:|---:|---|",
-        ]
-        for c in claims:
-            d = c["diff"] or {}
-            lines.append(
-                f"| {c['key']}: {c['statement']} | {label(c['treatment'])} vs {label(c['control'])} | {c['score']} "
-                f"| {_diff(c['diff'], digits.get(c['score'], 3))} | {d.get('higher', '–')}/{d.get('n', '–')} "
-                f"| {_diff(c['pass_at_1_diff'], 3)} | **{c['verdict']}** |"
-            )
-    if gains:
-        lines += ["", "RL's gain over the warm start (Pass@1, paired by evaluation seed):", ""]
-        lines += ["| variant | gain [95 % interval] |", "|---|---:|"]
-        lines += [f"| {label(name)} | {_diff(g, 3)} |" for name, g in gains.items()]
-    lines.append("")
-    if "lead_vs_grpo_length_ratio" in goal:
-        lines.append(
-            f"GRPO-LEAD / GRPO mean length: **{goal['lead_vs_grpo_length_ratio']:.3f}** (goal ≤ "
-            f"{LENGTH_RATIO_GOAL}: {'met' if goal['length_met'] else 'NOT met'}); Pass@1 difference "
-            f"**{goal['lead_minus_grpo_pass_at_1']:+.3f}** (goal ≥ −{PASS_SLACK}: "
-            f"{'met' if goal['accuracy_met'] else 'NOT met'})."
-        )
-    if "grpo_gain" in goal:
-        lines.append(
-            f"GRPO's gain over the warm start: **{goal['grpo_gain']:+.3f}** Pass@1 (goal ≥ +{RL_GAIN_GOAL}: "
-            f"{'met' if goal['grpo_gain_met'] else 'NOT met'}); every RL variant above the warm start: "
-            f"{'yes' if goal['every_variant_improves'] else 'NO'}."
-        )
-    for key, text in (notes or {}).items():
-        lines += ["", f"Why {key} may not show here: {text}"]
-    return "\n".join(lines) + "\n"

@@ -3,7 +3,7 @@
 A problem's difficulty *for the current model* is its pass rate over k sampled completions; GRPO-LEAD's
 curriculum and reweighting depend on it. Pure functions over counts; sampling and grading live elsewhere.
 
-Calibration (``lead/stages/calibrate.py``) turns each problem's k verdicts into a :class:`ProblemCalibration`
+Calibration (:mod:`lead.calibration`) turns each problem's k verdicts into a :class:`ProblemCalibration`
 (k, correct count c, pass rate p = c/k, Wilson interval, mean length). Two selections use p:
 
 * stage 1 (``calibrate.min_pass_rate < p < calibrate.max_pass_rate``, default 0 < p < 1): keep only

@@ -25,7 +25,7 @@ Metrics
 * **Difficulty bands**: per band (e.g. MATH-500 ``level``), Cons@k, the answered share, precision and Pass@1.
 
 Samples that were never generated (the prompt left no room for ``max_new_tokens`` in the model's context
-window, see ``lead.stages.evaluate``) count as unanswered and wrong in every accuracy metric and are left
+window, see :mod:`lead.evaluation`) count as unanswered and wrong in every accuracy metric and are left
 out of the length metrics and the truncation rate, which describe what the model actually wrote.
 """
 
@@ -401,8 +401,8 @@ class BandRow:
     pass_at_1: float
 
 
-def _natural_key(band: str) -> list[int | str]:
-    # "level_10" after "level_2"
+def level_order(band: str) -> list[int | str]:
+    """Sort key of band names in natural order (``level_2`` before ``level_10``)."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", band)]
 
 
@@ -423,7 +423,7 @@ def band_table(problems: Sequence[ProblemSamples], *, equal: Equal = answers_equ
     for p in problems:
         bands.setdefault(p.band, []).append(p)
     rows = []
-    for band in sorted(bands, key=_natural_key):
+    for band in sorted(bands, key=level_order):
         group = bands[band]
         samples = [s for p in group for s in p.samples]
         rows.append(

@@ -31,7 +31,7 @@ import collections
 import hashlib
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 OPERATIONS: dict[str, tuple[str, str]] = {
     # symbol: (phrase in the problem, symbol in the trace)
@@ -160,21 +160,33 @@ def generate_problems(
     return out
 
 
+def _habit(default: float, description: str) -> float:
+    """A :class:`Verbosity` field: its default, and its description (``warmstart.verbosity``'s, in params)."""
+    result: float = field(default=default, metadata={"description": description})
+    return result
+
+
 @dataclass(frozen=True)
 class Verbosity:
     """Probabilities of each redundant habit in a warm-start trace (drawn independently).
 
     ``slip`` is the per-step chance of an arithmetic slip (off by 1–3); ``fix`` the chance that a slip
     is followed by "Wait, that is wrong." and the correct value instead of propagating.
+
+    These fields are the params keys ``warmstart.verbosity`` (:mod:`lead.config.warmstart` builds its section from
+    them): each field's ``description`` is the key's description, so a habit is named, defaulted and described here
+    only.
     """
 
-    restate: float = 0.5
-    plan: float = 0.3
-    check: float = 0.3
-    reverify: float = 0.2
-    summary: float = 0.5
-    slip: float = 0.06
-    fix: float = 0.4
+    restate: float = _habit(0.5, "chance a trace opens by restating the problem")
+    plan: float = _habit(0.3, "chance of an 'I will go step by step.' line")
+    check: float = _habit(0.3, "per step: chance of a redundant 'Let me double-check' line")
+    reverify: float = _habit(0.2, "chance of writing every step out again at the end")
+    summary: float = _habit(0.5, "chance of a closing 'So the final result is ...' line")
+    slip: float = _habit(0.06, "per step: chance of an arithmetic slip (off by 1 to 3)")
+    fix: float = _habit(
+        0.4, "chance a slip is corrected after 'Wait, that is wrong.' (else it propagates to the answer)"
+    )
 
 
 def _line(a: int, op: str, b: int, c: int) -> str:

@@ -18,7 +18,7 @@ of its hash router (:func:`ui_run_link`, :func:`ui_model_version_link`) or a fil
 URI would render as a link without a target. GitHub flavor also turns ``@name`` into a link to a GitHub user:
 :func:`escape_mentions`.
 
-No MLflow here: :mod:`lead.stages.register` does the I/O.
+No MLflow here: :mod:`lead.registration` does the I/O.
 """
 
 from __future__ import annotations

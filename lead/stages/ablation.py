@@ -8,7 +8,7 @@ cell stops it, naming the cells to run), then writes, under ``<paths.reports>/ab
   "hard_pass_at_1", "cons_at_k", "truncation_rate", "len_correct", "levels"}, ...]}, "baseline": {mean scores of
   the warm start}, "baseline_runs": [...], "summary": {name: {<score>_mean, <score>_std, seeds, levels}},
   "claims": [...], "gains": {...}, "target": {...}, "notes": {...}, "settings": {...}, "seconds": ...}``;
-* ``ablation.md`` — the tables and the verdict per claim (:func:`lead.core.ablation.markdown`);
+* ``ablation.md`` — the tables and the verdict per claim (:func:`lead.reports.ablation.markdown`);
 * ``metrics.json`` — the headline per variant (Pass@1, length, precision, hardest levels, gain), the
   verdicts: what ``dvc metrics show`` and ``dvc exp show`` list;
 * ``ablation.png`` — Pass@1 against mean length (dots: seeds; markers: mean ± std) and Pass@1 per level.
@@ -20,22 +20,16 @@ cell's run becomes its child, so variants compare side by side in the MLflow UI.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from lead.config import Params
 from lead.core import ablation
-from lead.dag import CELL_RESULT, StageError, cell_result_dir
+from lead.dag import CELL_RESULT, StageError, ablation_output, cell_result_dir
 from lead.io.files import write_json, write_text
+from lead.reports.ablation import figure, markdown
 from lead.stages._common import stage_main
 
-OUTPUT = "ablation.json"
-METRICS = "metrics.json"  # the headline, flat, for `dvc metrics show` / `dvc exp show`
-HEADLINE = ("pass_at_1", "mean_length", "precision", "hard_pass_at_1")
-
-
-def out_dir(params: Params) -> Path:
-    return params.paths.reports / "ablation"
+HEADLINE = ("pass_at_1", "mean_length", "precision", "hard_pass_at_1")  # metrics.json's scores per variant
 
 
 def read_cells(params: Params) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]], list[str]]:
@@ -83,62 +77,6 @@ def penalty_notes(params: Params, summary: dict[str, dict[str, Any]]) -> dict[st
     return notes
 
 
-def _num(value: float | None) -> float:
-    return float("nan") if value is None else value  # matplotlib leaves NaN out; None breaks it
-
-
-def _plot(path: Path, variants: dict[str, list[dict[str, Any]]], summary: dict[str, Any]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax, levels) = plt.subplots(1, 2, figsize=(11, 4.4))
-    for i, (name, s) in enumerate(summary.items()):
-        color = "grey" if name == ablation.WARMSTART else f"C{i}"
-        runs = variants[name]
-        ax.scatter(
-            [_num(r["mean_length"]) for r in runs],
-            [_num(r["pass_at_1"]) for r in runs],
-            color=color,
-            alpha=0.35,
-        )
-        ax.errorbar(
-            _num(s["mean_length_mean"]),
-            _num(s["pass_at_1_mean"]),
-            xerr=s["mean_length_std"] or 0,
-            yerr=s["pass_at_1_std"] or 0,
-            fmt="*" if name == ablation.WARMSTART else "o",
-            color=color,
-            markersize=10 if name == ablation.WARMSTART else 8,
-            capsize=3,
-            label=ablation.label(name),
-        )
-        bands = list(s["levels"])
-        levels.errorbar(
-            range(len(bands)),
-            [_num(s["levels"][b]["pass_at_1_mean"]) for b in bands],
-            yerr=[s["levels"][b]["pass_at_1_std"] or 0 for b in bands],
-            color=color,
-            marker="o",
-            capsize=2,
-            label=ablation.label(name),
-        )
-        levels.set_xticks(range(len(bands)), [b.replace("level_", "") for b in bands])
-    ax.set_xlabel("mean completion length (tokens)")
-    ax.set_ylabel("Pass@1 (proxy test split)")
-    ax.set_title("Pass@1 vs length (dots: seeds; markers: mean ± std)", fontsize=10)
-    levels.set_xlabel("difficulty level (operations)")
-    levels.set_ylabel("Pass@1")
-    levels.set_title("Pass@1 per level (mean ± std over seeds)", fontsize=10)
-    for a in (ax, levels):
-        a.grid(alpha=0.3)
-        a.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def _adopt(client: Any, parent: str, runs: list[str]) -> int:
     """Make every cell's run a child of ``parent`` (those this tracking store has); how many it found."""
     from mlflow.exceptions import MlflowException
@@ -153,7 +91,7 @@ def _adopt(client: Any, parent: str, runs: list[str]) -> int:
     return found
 
 
-def run(params: Params, out: Path | None = None) -> dict[str, Any]:
+def run(params: Params) -> dict[str, Any]:
     """Read every cell, compare the variants claim by claim, write the JSON, table and plot (module doc)."""
     import mlflow
 
@@ -188,18 +126,17 @@ def run(params: Params, out: Path | None = None) -> dict[str, Any]:
             "evaluate_max_new_tokens": params.evaluate.max_new_tokens,
         },
     }
-    folder = out_dir(params)
-    out = Path(out or folder / OUTPUT)
+    files = {name: ablation_output(params, name) for name in ("result", "markdown", "metrics", "plot")}
     headline: dict[str, Any] = {name: {k: s[f"{k}_mean"] for k in HEADLINE} for name, s in summary.items()}
     for name, gain in gains.items():
         headline[name]["gain"] = gain["mean"] if gain else None
     headline["claims"] = {c["key"]: c["verdict"] for c in claims}
     headline["target_met"] = goal["met"]
     with stage_run(params, "ablation", log_sections=("ablation",)) as parent:
-        write_json(folder / METRICS, headline)
-        write_json(out, result)
-        write_text(out.with_suffix(".md"), ablation.markdown(summary, goal, claims, gains, notes))
-        _plot(out.with_suffix(".png"), {ablation.WARMSTART: baseline_runs, **variants}, summary)
+        write_json(files["metrics"], headline)
+        write_json(files["result"], result)
+        write_text(files["markdown"], markdown(summary, goal, claims, gains, notes))
+        figure({ablation.WARMSTART: baseline_runs, **variants}, summary).savefig(files["plot"], dpi=120)
         for name, s in summary.items():
             mlflow.log_metrics(
                 {
@@ -210,7 +147,7 @@ def run(params: Params, out: Path | None = None) -> dict[str, Any]:
             )
         mlflow.log_metric("target_met", float(goal["met"]))
         mlflow.set_tags({f"claim.{c['key']}": c["verdict"] for c in claims})
-        for path in (out, out.with_suffix(".md"), out.with_suffix(".png")):
+        for path in (files["result"], files["markdown"], files["plot"]):
             mlflow.log_artifact(str(path))
         result["cells_in_mlflow"] = _adopt(mlflow.MlflowClient(), parent.info.run_id, run_ids)
         result["mlflow_run_id"] = parent.info.run_id

@@ -3,9 +3,9 @@
 ``python -m lead.stages.ablation_cell --variant grpo --seed 0`` trains from the warm-started model on the
 calibrated pool with the train stage's code (:func:`lead.training.phase.train`): ``train:`` of params.yaml with
 the variant's keys (``ablation.variants.<variant>``), ``train.seed`` = the seed and ``ablation.max_steps``
-steps. Then it evaluates the result on the proxy test split with the evaluate stage's code (``evaluate:``
-settings, ``evaluate.seed`` = the seed). Without ``--variant`` it evaluates the warm-started model itself with
-that seed: the baseline every comparison is paired with.
+steps. Then it evaluates the result on the proxy test split with the evaluate stage's code
+(:func:`lead.evaluation.evaluate`, ``evaluate:`` settings, ``evaluate.seed`` = the seed). Without ``--variant``
+it evaluates the warm-started model itself with that seed: the baseline every comparison is paired with.
 
 Outputs, per cell ``<variant>-s<seed>`` (``warmstart-s<seed>`` for the baseline):
 
@@ -27,18 +27,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
 from lead.config import Params, ParamsError
 from lead.core import ablation
-from lead.dag import CELL_RESULT, cell_result_dir, resume_dir
+from lead.dag import CELL_RESULT, cell_output, cell_result_dir, cell_resume_dir
 from lead.io.files import write_json
 from lead.stages._common import stage_main
-
-
-def model_dir(params: Params, variant: str, seed: int) -> Path:
-    return params.paths.models / "ablation" / ablation.cell_name(variant, seed)
 
 
 def cell_params(params: Params, variant: str | None, seed: int) -> Params:
@@ -56,7 +51,7 @@ def cell_params(params: Params, variant: str | None, seed: int) -> Params:
             names = ", ".join(params.ablation.variants)
             raise ParamsError(f"--variant {variant!r}: not in ablation.variants ({names})")
         p.train = params.ablation.variant_train(params.train, variant, seed)
-        p.evaluate.model = str(model_dir(params, variant, seed))
+        p.evaluate.model = str(cell_output(params, variant, seed, "model"))
     return p
 
 
@@ -64,8 +59,8 @@ def run(params: Params, variant: str | None = None, seed: int = 0) -> dict[str, 
     """Train variant ``variant`` with ``seed`` (none: the warm start as it is) and evaluate it on the proxy."""
     import mlflow
 
+    from lead.evaluation import evaluate
     from lead.io.tracking import stage_run
-    from lead.stages import evaluate
     from lead.training.grpo_config import check_train_settings
     from lead.training.phase import train
 
@@ -78,10 +73,10 @@ def run(params: Params, variant: str | None = None, seed: int = 0) -> dict[str, 
     with stage_run(p, "ablation_cell", name=ablation.cell_name(name, seed), tags=tags) as run:
         trained: dict[str, Any] = {}
         if variant is not None:
-            cell = ablation.cell_name(variant, seed)
             check_train_settings(p)
-            trained = train(p, model_dir(params, variant, seed), resume_dir(params, f"ablation/{cell}"))
-        metrics = evaluate.run(p)
+            model = cell_output(params, variant, seed, "model")
+            trained = train(p, model, cell_resume_dir(params, variant, seed))
+        metrics = evaluate(p)
         scores = ablation.cell_scores(metrics, p.evaluate.samples)
         mlflow.log_metrics(
             {k: float(v) for k, v in scores.items() if isinstance(v, int | float) and not isinstance(v, bool)}

@@ -38,6 +38,7 @@ from lead.dag import manifest_path
 from lead.io.files import atomic_path, write_json, write_text
 from lead.io.fingerprint import publish, unpublish
 from lead.io.sources import REAL_BENCHMARKS, load_benchmark, proxy_problems, proxy_records, read_rows
+from lead.reports.curation import render_markdown
 from lead.stages._common import stage_main
 
 PROXY = "proxy"
@@ -173,7 +174,7 @@ def run(params: Params) -> dict[str, Any]:
         report = {**result.report, "seconds_total": round(time.perf_counter() - started, 2)}
         reports = params.paths.reports / "curate"
         write_json(reports / "report.json", report)
-        write_text(reports / "report.md", curation.render_markdown(report))
+        write_text(reports / "report.md", render_markdown(report))
         mlflow.log_metrics({k: float(v) for k, v in flatten(summary).items()})
         mlflow.log_artifacts(str(reports), "curate")
     outputs = [root / n for n in ("train.parquet", "test.parquet", "quarantine.jsonl", "curation.json")]

@@ -62,14 +62,9 @@ def train_phase(
     * anything else → its checkpoints are deleted and training starts afresh, in a new MLflow run.
     """
     import mlflow
-    from datasets import Dataset
-    from transformers import AutoTokenizer, PrinterCallback
 
-    from lead.io.sampling import context_window
     from lead.io.tracking import stage_run
-    from lead.training.callbacks import CompletionsTable, RichProgressCallback
-    from lead.training.checkpoints import SealCheckpoints, last_complete_checkpoint
-    from lead.training.trainer import LEADTrainer
+    from lead.training.checkpoints import last_complete_checkpoint
 
     started = time.perf_counter()
     # Under `accelerate launch` every process runs this; only the main one owns the MLflow run and the files.
@@ -100,22 +95,7 @@ def train_phase(
             write_json(ckpt / RUN_FILE, {"identity": identity, "run_id": run.info.run_id, "state": "running"})
             if not previous:  # what the preset resolved to: the objective actually trained
                 mlflow.log_params({f"resolved.{k}": v for k, v in resolved.record().items()})
-        tokenizer = AutoTokenizer.from_pretrained(start, trust_remote_code=params.train.trust_remote_code)
-        table = CompletionsTable()
-        trainer = LEADTrainer(
-            model=start,
-            args=grpo_config(
-                params, ckpt, context=context_window(start, trust_remote_code=params.train.trust_remote_code)
-            ),
-            train_dataset=Dataset.from_list(rows),
-            eval_dataset=Dataset.from_list(dev) if dev else None,
-            processing_class=tokenizer,
-            lead=resolved.lead,
-            callbacks=[RichProgressCallback(f"{stage} (GRPO-LEAD)"), SealCheckpoints(), table],
-            peft_config=lora_config(params.train.lora),
-        )
-        trainer.remove_callback(PrinterCallback)
-        table.rows = lambda: trainer._lead_rows
+        trainer, tokenizer = _trainer(params, start, rows, dev, ckpt, stage, resolved.lead)
         result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
         save_model(trainer, tokenizer, final, lora=params.train.lora.enabled, state=state)
         summary = {
@@ -138,6 +118,36 @@ def train_phase(
                 },
             )
     return summary
+
+
+def _trainer(params: Params, start: str, rows, dev, ckpt: Path, stage: str, lead) -> tuple[Any, Any]:
+    """The :class:`~lead.training.trainer.LEADTrainer` of one phase (checkpoints into ``ckpt``, the GRPOConfig of
+    :func:`grpo_config`, our progress bar and completions table instead of the trainer's printout) and its
+    tokenizer."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer, PrinterCallback
+
+    from lead.io.sampling import context_window
+    from lead.training.callbacks import CompletionsTable, RichProgressCallback
+    from lead.training.checkpoints import SealCheckpoints
+    from lead.training.trainer import LEADTrainer
+
+    remote = params.train.trust_remote_code
+    tokenizer = AutoTokenizer.from_pretrained(start, trust_remote_code=remote)
+    table = CompletionsTable()
+    trainer = LEADTrainer(
+        model=start,
+        args=grpo_config(params, ckpt, context=context_window(start, trust_remote_code=remote)),
+        train_dataset=Dataset.from_list(rows),
+        eval_dataset=Dataset.from_list(dev) if dev else None,
+        processing_class=tokenizer,
+        lead=lead,
+        callbacks=[RichProgressCallback(f"{stage} (GRPO-LEAD)"), SealCheckpoints(), table],
+        peft_config=lora_config(params.train.lora),
+    )
+    trainer.remove_callback(PrinterCallback)
+    table.rows = lambda: trainer._lead_rows
+    return trainer, tokenizer
 
 
 def _what_it_did(

@@ -6,10 +6,17 @@ import importlib
 import yaml
 
 from lead.config import load_params
-from lead.dag import REGISTRY, STAGES
+from lead.core.ablation import WARMSTART, cell_name
+from lead.dag import ABLATION, REGISTRY, STAGES, ablation_output, cell_output, cell_resume_dir
 from tests.conftest import ROOT
 
 DAG = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+ABLATION_DAG = yaml.safe_load((ROOT / "ablation" / "dvc.yaml").read_text())["stages"]
+
+
+def _declared_outputs(stage: dict) -> list[str]:
+    declared = [e for kind in ("outs", "metrics", "plots") for e in stage.get(kind, [])]
+    return [next(iter(e)) if isinstance(e, dict) else e for e in declared]
 
 
 def test_every_stage_is_a_module_run_as_dvc_says():
@@ -22,10 +29,23 @@ def test_every_stage_is_a_module_run_as_dvc_says():
 def test_the_stage_registry_names_exactly_the_outputs_dvc_yaml_declares():
     # lead.dag is where code finds an output (manifests, summaries, evaluate's records): dvc.yaml must agree.
     for name, stage in DAG.items():
-        declared = [e for kind in ("outs", "metrics", "plots") for e in stage.get(kind, [])]
-        paths = [next(iter(e)) if isinstance(e, dict) else e for e in declared]
-        assert sorted(REGISTRY[name].outputs.values()) == sorted(paths), name
+        assert sorted(REGISTRY[name].outputs.values()) == sorted(_declared_outputs(stage)), name
         assert REGISTRY[name].summary in REGISTRY[name].outputs, name
+
+
+def test_the_ablation_registry_names_exactly_the_outputs_its_dvc_yaml_declares():
+    # The cells' folders and models, and the report's files, are found through lead.dag as well.
+    assert list(ABLATION_DAG) == list(ABLATION)
+    for name, stage in ABLATION_DAG.items():
+        assert sorted(ABLATION[name].outputs.values()) == sorted(_declared_outputs(stage)), name
+        assert ABLATION[name].summary in ABLATION[name].outputs, name
+    params = load_params(ROOT / "params.yaml")
+    reports, models = params.paths.reports, params.paths.models
+    assert cell_output(params, None, 3) == reports / "ablation" / "cells" / cell_name(WARMSTART, 3)
+    assert cell_output(params, "grpo", 0) == reports / "ablation" / "cells" / cell_name("grpo", 0)
+    assert cell_output(params, "grpo", 0, "model") == models / "ablation" / cell_name("grpo", 0)
+    assert cell_resume_dir(params, "grpo", 0) == params.paths.resume / "ablation" / cell_name("grpo", 0)
+    assert ablation_output(params, "markdown") == reports / "ablation" / "ablation.md"
 
 
 def test_declared_params_and_code_exist():
@@ -120,18 +140,18 @@ def test_params_yaml_is_in_the_form_dvc_exp_run_writes(tmp_path):
     )
 
 
-ABLATION = yaml.safe_load((ROOT / "ablation" / "dvc.yaml").read_text())
+ABLATION_FILE = yaml.safe_load((ROOT / "ablation" / "dvc.yaml").read_text())
 
 
 def test_the_ablation_pipeline_runs_its_stages_at_the_root_with_the_roots_params():
-    assert ABLATION["vars"] == ["../params.yaml"] and list(ABLATION["stages"]) == [
+    assert ABLATION_FILE["vars"] == ["../params.yaml"] and list(ABLATION_FILE["stages"]) == [
         "baseline",
         "cell",
         "report",
     ]
     data = load_params(ROOT / "params.yaml").model_dump(by_alias=True)
     variant = next(iter(data["ablation"]["variants"]))
-    for name, stage in ABLATION["stages"].items():
+    for name, stage in ABLATION_FILE["stages"].items():
         assert stage["wdir"] == ".."
         module = stage["cmd"].split()[2]
         assert stage["cmd"].startswith("sh infra/stage.sh ") and module in ("ablation_cell", "ablation"), name
@@ -151,5 +171,5 @@ def test_the_ablation_pipeline_runs_its_stages_at_the_root_with_the_roots_params
             path, options = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
             assert options.get("cache", True) is False and not options.get("persist"), (name, path)
     # a cell declares its own variant's keys, not the whole ablation section: editing one variant reruns its cells
-    assert "ablation" not in ABLATION["stages"]["cell"]["params"]
-    assert "ablation.variants.${item.variant}" in ABLATION["stages"]["cell"]["params"]
+    assert "ablation" not in ABLATION_FILE["stages"]["cell"]["params"]
+    assert "ablation.variants.${item.variant}" in ABLATION_FILE["stages"]["cell"]["params"]

@@ -15,7 +15,8 @@ from mlflow import MlflowClient
 
 from flows.ablation import PIPELINE, UPSTREAM, stage_file
 from tests.conftest import ROOT, _merge
-from tests.flows.conftest import REDUCED, dvc, flow_logs, make_workspace
+from tests.flows.conftest import RECORDER, REDUCED, dvc, flow_logs, make_workspace
+from tests.flows.contract import declarations, violations
 
 pytestmark = pytest.mark.slow
 GIT = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
@@ -76,7 +77,9 @@ def _task_runs(flow_run_name: str):
         )
 
 
-def test_the_flow_runs_cells_side_by_side_then_dvc_reruns_only_what_changed(ws, prefect_server, monkeypatch):
+def test_the_flow_runs_cells_side_by_side_then_dvc_reruns_only_what_changed(
+    ws, prefect_server, monkeypatch, tmp_path
+):
     from flows.ablation import lead_ablation
 
     grpo, lead = (f"{PIPELINE}:{c}" for c in ("cell@grpo-0", "cell@lead-0"))
@@ -127,11 +130,27 @@ def test_the_flow_runs_cells_side_by_side_then_dvc_reruns_only_what_changed(ws, 
     assert ran(dvc(ws, "repro", PIPELINE).stdout) == set()
     assert "cell@lead-0" in dvc(ws, "dag", "--md").stdout
 
-    # One variant's knob: its cell and the report rerun, nothing else.
-    again = dvc(ws, "exp", "run", PIPELINE, "-S", "+ablation.variants.lead.alpha=0.5").stdout  # + adds a key
+    # One variant's knob: its cell and the report rerun, nothing else; both recorded as the DAG contract records
+    # the pipeline's stages (tests/flows/test_dag_contract.py), and held to the same rules.
+    records = tmp_path / "records"
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(RECORDER), os.environ["PYTHONPATH"]]),
+        "LEAD_RECORD_DIR": str(records),
+    }
+    again = dvc(
+        ws, "exp", "run", PIPELINE, "-S", "+ablation.variants.lead.alpha=0.5", env=env
+    ).stdout  # + adds
     assert ran(again) == {f"{PIPELINE}:cell@lead-0", f"{PIPELINE}:report"}
     text = (ws / "reports" / "ablation" / "ablation.json").read_text()
     assert json.loads(text)["settings"]["variants"]["lead"]["alpha"] == 0.5
+    recorded = {r["stage"]: r for r in (json.loads(p.read_text()) for p in records.glob("*.json"))}
+    declared = declarations(ws, PIPELINE)
+    problems = {
+        stage: violations(recorded[f"lead.stages.{module}"], declared[stage])
+        for stage, module in (("cell@lead-0", "ablation_cell"), ("report", "ablation"))
+    }
+    assert not any(problems.values()), json.dumps(problems, indent=1)
+    assert "lead/training/phase.py" in recorded["lead.stages.ablation_cell"]["modules"]  # it saw real work
 
 
 def _flow_name(state) -> str:

@@ -36,8 +36,8 @@ import pytest
 from mlflow import MlflowClient
 
 from lead.config import Params
+from lead.evaluation import ACCURACY_PLOT
 from lead.stages import register
-from lead.stages.evaluate import ACCURACY_PLOT
 from tests.conftest import ROOT
 from tests.stack.browser import Browser
 from tests.stages import test_register

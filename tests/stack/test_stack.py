@@ -36,9 +36,9 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
+from lead import registration
 from lead.config import load_params
 from lead.dag import STAGES
-from lead.stages import register
 from tests.conftest import ROOT
 from tests.flows.conftest import REDUCED, dvc, make_workspace
 from tests.stack import test_registry_ui as ui
@@ -472,7 +472,7 @@ def test_the_version_is_registered_on_the_server_with_lineage_aliases_and_loads(
     assert any((stack["state"] / "mlartifacts").rglob("config.json"))  # artifacts proxied into the server's
 
     params = load_params(workspace / "params.yaml")  # what `lead promote` does, against the server
-    register.promote(params, version.version, "checked by hand on the team stack")
+    registration.promote(params, version.version, "checked by hand on the team stack")
     promoted = client.get_model_version(MODEL, version.version).tags["champion.promoted"]
     assert "hand (lead promote)" in promoted
     loaded = mlflow.transformers.load_model(f"models:/{MODEL}@champion", return_type="components")

@@ -31,9 +31,10 @@ def test_warmstart_trains_saves_and_reports(small_params: Params):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from lead.stages import warmstart
+    from lead.training import warmstart as warmstart_lib
 
     summary = warmstart.run(small_params)
-    out = warmstart.model_dir(small_params)
+    out = warmstart_lib.model_dir(small_params)
     assert summary["steps"] == 4 and summary["examples"] == 64
     assert json.loads((small_params.paths.reports / "warmstart.json").read_text()) == summary
     assert AutoModelForCausalLM.from_pretrained(str(out)).config.num_hidden_layers == 1
@@ -48,20 +49,21 @@ def test_warmstart_trains_saves_and_reports(small_params: Params):
     assert run.data.params["warmstart.examples"] == "64" and run.data.metrics["steps"] == 4
     assert "train_loss" in run.data.metrics  # what the trainer reports to MLflow (per logging step: loss)
 
-    rows = warmstart.report(small_params, backend="transformers")
+    rows = warmstart_lib.report(small_params, backend="transformers")
     assert [r.level for r in rows] == [1, 2, 3]
     assert all(r.problems == 2 and 0.0 <= r.pass_rate <= 1.0 and r.mean_length > 0 for r in rows)
 
 
 def test_warmstart_disabled_points_at_the_base_model(small_params: Params):
     from lead.stages import warmstart
+    from lead.training import warmstart as warmstart_lib
 
     small_params.warmstart.enabled = False
     assert warmstart.run(small_params) == {"enabled": False, "model": "tiny"}
     # Only a note, so that DVC's declared output exists whether or not the warm start ran.
-    folder = warmstart.model_dir(small_params)
-    assert [p.name for p in folder.iterdir()] == [warmstart.SKIPPED]
-    assert json.loads((folder / warmstart.SKIPPED).read_text())["model"] == "tiny"
+    folder = warmstart_lib.model_dir(small_params)
+    assert [p.name for p in folder.iterdir()] == [warmstart_lib.SKIPPED]
+    assert json.loads((folder / warmstart_lib.SKIPPED).read_text())["model"] == "tiny"
 
 
 def test_proxy_sft_set_needs_the_tiny_model(small_params: Params):
@@ -73,20 +75,20 @@ def test_proxy_sft_set_needs_the_tiny_model(small_params: Params):
 
 
 def test_external_sft_set_from_a_local_file(small_params: Params, tmp_path):
-    from lead.stages import warmstart
+    from lead.training import warmstart as warmstart_lib
 
     path = tmp_path / "sft.jsonl"
     path.write_text('{"problem": "1+1?", "solution": "<think>\\n1+1=2\\n</think>\\n\\\\boxed{2}"}\n')
     small_params.warmstart.dataset = str(path)
-    records = warmstart.external_sft_records(small_params)
+    records = warmstart_lib.external_sft_records(small_params)
     assert records[0]["prompt"][0]["content"].startswith("1+1?")
     assert records[0]["completion"][0]["content"].endswith("\\boxed{2}")
     path.write_text('{"question": "1+1?"}\n')
     with pytest.raises(ValueError, match="needs columns prompt/completion or problem/solution"):
-        warmstart.external_sft_records(small_params)
+        warmstart_lib.external_sft_records(small_params)
     small_params.warmstart.dataset = str(tmp_path / "missing.jsonl")
     with pytest.raises(FileNotFoundError, match="no such file"):
-        warmstart.external_sft_records(small_params)
+        warmstart_lib.external_sft_records(small_params)
 
 
 MATH500_1411 = (

@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 import lead.io.sampling
+from lead import evaluation
 from lead.config import BENCHMARKS, Params, load_params
 from lead.dag import manifest_path
 from lead.io.benchmarks import load_benchmark
@@ -74,7 +75,7 @@ def _evaluate_runs(params: Params):
     mlflow.set_tracking_uri(params.tracking.uri)
     return mlflow.search_runs(
         experiment_names=[params.tracking.experiment],
-        filter_string=f"tags.stage = 'evaluate' and tags.model_path = '{evaluate.model_path(params)}'",
+        filter_string=f"tags.stage = 'evaluate' and tags.model_path = '{evaluation.model_path(params)}'",
         output_format="list",
     )
 
@@ -82,7 +83,7 @@ def _evaluate_runs(params: Params):
 def _records(params: Params) -> list[dict]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(evaluate.output_dir(params) / evaluate.RECORDS)
+    table = pq.read_table(evaluation.output_dir(params) / evaluation.RECORDS)
     assert table.column_names == RECORD_COLUMNS
     return table.to_pylist()
 
@@ -114,14 +115,14 @@ def test_benchmarks_load_by_name_with_their_quirks_smoothed(eval_params: Params)
 
 
 def test_model_is_a_name_under_models_or_a_path_or_hub_id(eval_params: Params, tiny_model):
-    assert evaluate.model_path(eval_params) == str(eval_params.paths.models / "warmstart")
+    assert evaluation.model_path(eval_params) == str(eval_params.paths.models / "warmstart")
     eval_params.evaluate.model = "train"
     with pytest.raises(FileNotFoundError, match=r"evaluate.model = 'train': .*models/train does not exist"):
-        evaluate.model_path(eval_params)
+        evaluation.model_path(eval_params)
     eval_params.evaluate.model = "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B"
-    assert evaluate.model_path(eval_params) == "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B"
+    assert evaluation.model_path(eval_params) == "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B"
     eval_params.evaluate.model = str(tiny_model[0])
-    assert evaluate.model_path(eval_params) == str(tiny_model[0])
+    assert evaluation.model_path(eval_params) == str(tiny_model[0])
 
 
 def test_paper_recipe_is_a_valid_override_set():
@@ -149,9 +150,9 @@ def test_evaluate_all_benchmarks_with_transformers(eval_params: Params):
     ev.max_new_tokens, ev.budgets, ev.backend = 6, [3, 6], "transformers"
     metrics = evaluate.run(eval_params)
 
-    out = evaluate.output_dir(eval_params)
-    assert json.loads((out / evaluate.METRICS).read_text()) == metrics
-    for plot in (evaluate.ACCURACY_PLOT, evaluate.BUDGET_PLOT):
+    out = evaluation.output_dir(eval_params)
+    assert json.loads((out / evaluation.METRICS).read_text()) == metrics
+    for plot in (evaluation.ACCURACY_PLOT, evaluation.BUDGET_PLOT):
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     records = _records(eval_params)
     assert len(records) == 5 * 1 * 2
@@ -189,9 +190,9 @@ def test_evaluate_all_benchmarks_with_transformers(eval_params: Params):
     # Published last: every output by content, the model by content, the run that holds the same figures.
     published = json.loads((out / "evaluate.manifest.json").read_text())
     assert (
-        set(published["outputs"]) == set(evaluate.OUTPUTS) and published["mlflow_run_id"] == run.info.run_id
+        set(published["outputs"]) == set(evaluation.OUTPUTS) and published["mlflow_run_id"] == run.info.run_id
     )
-    assert published["model"] == model_fingerprint(evaluate.model_path(eval_params))
+    assert published["model"] == model_fingerprint(evaluation.model_path(eval_params))
     assert run.data.tags["backend"] == "transformers"
     assert run.data.params["evaluate.samples"] == "2"
     assert run.data.metrics["aime25.pass_at_1"] == metrics["aime25.pass_at_1"]
@@ -235,7 +236,7 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
     ev = eval_params.evaluate
     ev.benchmarks, ev.max_problems, ev.samples = ["proxy", "amc23"], 3, 4
     ev.max_new_tokens, ev.budgets = 450, [16, 64]
-    tokenizer = AutoTokenizer.from_pretrained(evaluate.model_path(eval_params))
+    tokenizer = AutoTokenizer.from_pretrained(evaluation.model_path(eval_params))
     golds, fits = {}, {}
     for name in ev.benchmarks:
         for p in load_benchmark(name, eval_params, ev.max_problems):
@@ -254,7 +255,7 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
     assert result.exit_code == 0, result.output
     assert "Pass@1" in result.output and "Cons@4" in result.output
 
-    metrics = json.loads((evaluate.output_dir(eval_params) / evaluate.METRICS).read_text())
+    metrics = json.loads((evaluation.output_dir(eval_params) / evaluation.METRICS).read_text())
     assert len(sampler.prompts) == 3  # only the prompts that fit were sampled
     expected = {
         "pass_at_1": 0.5,
@@ -284,7 +285,7 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
     (run,) = _evaluate_runs(eval_params)
     table = json.loads(
         Path(
-            mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path=evaluate.SAMPLES_TABLE)
+            mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path=evaluation.SAMPLES_TABLE)
         ).read_text()
     )
     assert table["columns"][:5] == ["problem_id", "answer", "correct", "gold", "completion"]

@@ -10,6 +10,7 @@ import subprocess
 import pandas as pd
 import pytest
 
+from lead import calibration
 from lead.config import Params
 from lead.io.fingerprint import model_fingerprint
 from lead.io.sampling import (
@@ -21,7 +22,6 @@ from lead.io.sampling import (
     user_message,
     wait_for_server,
 )
-from lead.stages import calibrate
 from lead.stages.curate import proxy_records
 from tests.conftest import SUFFIX, write_pool
 
@@ -38,9 +38,9 @@ def test_an_unreachable_server_is_a_clear_error():
 
 
 def test_a_server_is_the_vllm_backend_of_the_cache_key():
-    assert calibrate.resolve_backend("auto", "http://gpu-node:8000") == "vllm"  # even where vLLM is absent
+    assert calibration.resolve_backend("auto", "http://gpu-node:8000") == "vllm"  # even where vLLM is absent
     with pytest.raises(ValueError, match="a generation server is vLLM"):
-        calibrate.resolve_backend("transformers", "http://gpu-node:8000")
+        calibration.resolve_backend("transformers", "http://gpu-node:8000")
 
 
 def test_lead_serve_runs_vllms_server_under_the_models_fingerprint(
@@ -141,13 +141,13 @@ def test_calibrate_through_the_server_extends_an_in_process_cache(server, small_
     small_params.paths.curated.mkdir(parents=True, exist_ok=True)
 
     def records(**kwargs):
-        return [(r.correct, r.mean_length) for r in calibrate.pool_records(small_params, **kwargs).records]
+        return [(r.correct, r.mean_length) for r in calibration.pool_records(small_params, **kwargs).records]
 
     write_pool(small_params, pool.iloc[:8])
     records()
     write_pool(small_params, pool)
-    cal = calibrate.pool_records(small_params, server=url)
+    cal = calibration.pool_records(small_params, server=url)
     assert (cal.sampled, cal.backend) == (3, "vllm")
     through_server = [(r.correct, r.mean_length) for r in cal.records]
-    calibrate.stage1_target(small_params).cache.unlink()
+    calibration.stage1_target(small_params).cache.unlink()
     assert records() == through_server

@@ -180,8 +180,8 @@ def evaluated(small_params: Params, tiny_model, forks) -> Params:
 
 
 def test_a_killed_evaluate_is_never_registered_with_figures_of_another_run(forks, evaluated: Params, capsys):
-    from lead.stages import register
-    from lead.stages.evaluate import output_dir
+    from lead import registration
+    from lead.evaluation import output_dir
 
     out = output_dir(evaluated)
     generations = _generations(forks, "evaluate", evaluated, "evaluate", out, EVALUATE_OUTPUTS)
@@ -190,7 +190,7 @@ def test_a_killed_evaluate_is_never_registered_with_figures_of_another_run(forks
 
     def read():  # any reader of the evaluation, then what register checks before it registers anything
         verify(manifest_path(evaluated, "evaluate"), "evaluate", [out / n for n in EVALUATE_OUTPUTS])
-        register.evidence(evaluated, client)
+        registration.evidence(evaluated, client)
         return _hashes(out, EVALUATE_OUTPUTS)
 
     seeds = [_seeded("evaluate", 0), _seeded("evaluate", 1)]

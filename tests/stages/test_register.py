@@ -8,13 +8,14 @@ import mlflow
 import pytest
 from mlflow import MlflowClient
 
+from lead import evaluation, registration
 from lead.config import Params
 from lead.core.registry import UI_MODE, protocol
 from lead.dag import manifest_path
+from lead.evaluation import ACCURACY_PLOT, BUDGET_PLOT, METRICS, output_dir
 from lead.io.fingerprint import StaleOutputError, model_fingerprint, publish
 from lead.io.tracking import use_experiment
-from lead.stages import evaluate, register
-from lead.stages.evaluate import ACCURACY_PLOT, BUDGET_PLOT, METRICS, output_dir
+from lead.stages import register
 from tests.conftest import tmp_params
 
 pytestmark = pytest.mark.slow  # logs a transformers model per version (~10 s each)
@@ -109,7 +110,7 @@ def evaluated(
     metrics = {"proxy.pass_at_1": pass_at_1, "proxy.len_avg": len_avg}
     (out / METRICS).write_text(json.dumps(metrics))
     records = sample_records(ANSWERS[answers])
-    evaluate._write_records(out / evaluate.RECORDS, records)
+    evaluation._write_records(out / evaluation.RECORDS, records)
     _plot(out / ACCURACY_PLOT, pass_at_1)
     (out / BUDGET_PLOT).write_bytes(PNG)
     use_experiment(params)
@@ -117,12 +118,12 @@ def evaluated(
         mlflow.log_metrics(logged or metrics)
         mlflow.log_param("evaluate.backend", backend)
         mlflow.log_artifacts(str(out), artifact_path="evaluate")
-        mlflow.log_table(data=evaluate._review_table(records), artifact_file=evaluate.SAMPLES_TABLE)
+        mlflow.log_table(data=evaluation._review_table(records), artifact_file=evaluation.SAMPLES_TABLE)
     path = model or params.paths.models / "train"
     publish(
         manifest_path(params, "evaluate"),
         "evaluate",
-        [out / METRICS, out / evaluate.RECORDS],
+        [out / METRICS, out / evaluation.RECORDS],
         model=model_fingerprint(path),
         model_path=str(path),
         mlflow_run_id=run.info.run_id,
@@ -218,21 +219,21 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
     assert "by gate" in client.get_model_version("lead-test", "3").tags["champion.promoted"]
     assert "(by v3)" in client.get_model_version("lead-test", "1").tags["champion.replaced"]
 
-    promoted = register.promote(params, "2", "shorter answers matter more for this release")
+    promoted = registration.promote(params, "2", "shorter answers matter more for this release")
     assert str(client.get_model_version_by_alias("lead-test", "champion").version) == "2"
     assert promoted["failed_gate"].startswith("gate failed")  # said, and recorded with the move
     assert (
         "hand (lead promote, over the gate failed: "
         in client.get_model_version("lead-test", "2").tags["champion.promoted"]
     )
-    assert register.promote(params, "3", "back to the best")["failed_gate"] is None
+    assert registration.promote(params, "3", "back to the best")["failed_gate"] is None
     loaded = mlflow.transformers.load_model("models:/lead-test@champion", return_type="components")
     assert loaded["model"].num_parameters() > 0
 
 
 def test_params_changed_are_the_users_knobs_each_once():
     logged = {"max_steps": "4", "train.max_steps": "4", "resolved.lead.alpha": "1.0", "evaluate.samples": "8"}
-    assert register.params_keys(logged) == {"train.max_steps": "4", "evaluate.samples": "8"}
+    assert registration.params_keys(logged) == {"train.max_steps": "4", "evaluate.samples": "8"}
 
 
 def test_the_protocol_is_the_evaluations_and_the_same_evaluation_is_one_version(params: Params):
@@ -274,7 +275,7 @@ def test_scores_of_another_model_are_refused_before_anything_is_registered(
     with pytest.raises(StaleOutputError, match="not the content evaluate published"):
         register.run(params)  # metrics of an evaluation killed before it published
     with pytest.raises(ValueError, match="needs a reason"):
-        register.promote(params, "1", "  ")
+        registration.promote(params, "1", "  ")
     mlflow.set_tracking_uri(params.tracking.uri)
     assert MlflowClient().search_model_versions("name = 'lead-test'") == []
 
@@ -306,7 +307,7 @@ def test_a_dvc_experiment_registers_nothing_unless_asked(params: Params, monkeyp
     evaluated(params, 0.30, 60.0)
     monkeypatch.setenv("DVC_EXP_NAME", "sweep-lr")  # what `dvc exp run` sets for the stages
     skipped = register.run(params)
-    assert skipped == json.loads(register.report_path(params).read_text())
+    assert skipped == json.loads(registration.report_path(params).read_text())
     assert skipped["registered"] is False and "sweep-lr" in skipped["reason"] and skipped["version"] is None
     mlflow.set_tracking_uri(params.tracking.uri)
     assert MlflowClient().search_model_versions("name = 'lead-test'") == []
@@ -323,8 +324,8 @@ def test_lineage_is_clean_when_only_the_pipelines_own_records_changed(tmp_path):
         (tmp_path / name).write_text("a: 1\n")
     subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "c"], cwd=tmp_path, check=True)
-    head = register.git_commit(tmp_path)
+    head = registration.git_commit(tmp_path)
     (tmp_path / "dvc.lock").write_text("a: 2\n")  # dvc repro rewrote its lock
-    assert register.git_commit(tmp_path) == head and not head.endswith("+dirty")
+    assert registration.git_commit(tmp_path) == head and not head.endswith("+dirty")
     (tmp_path / "params.yaml").write_text("a: 2\n")  # a param that is not the commit's
-    assert register.git_commit(tmp_path) == head + "+dirty"
+    assert registration.git_commit(tmp_path) == head + "+dirty"

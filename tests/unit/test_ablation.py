@@ -4,6 +4,7 @@ import pytest
 
 from lead.config import ParamsError, load_params
 from lead.core import ablation
+from lead.reports.ablation import markdown
 from lead.training.presets import resolve
 from tests.conftest import ROOT
 
@@ -181,7 +182,7 @@ def test_penalty_note_gives_the_arithmetic_when_the_outcome_table_has_two_levels
 def test_the_report_holds_every_table_and_verdict():
     summary = ablation.summarise({ablation.WARMSTART: rows(0.25, 0.24, 0.26), **VARIANTS})
     gains = ablation.rl_gains(VARIANTS, rows(0.25, 0.24, 0.26))
-    text = ablation.markdown(
+    text = markdown(
         summary, ablation.target(summary, gains), ablation.judge(VARIANTS), gains, {"E": "two levels."}
     )
     assert "| warm start (no RL) | 3 | 0.250 ± 0.010 |" in text

@@ -191,7 +191,9 @@ def test_every_params_field_is_described_in_the_schema():
     # The walk reaches nested sections and the entries of a list of sections.
     assert {"train.stage2.max_steps", "curate.sources.weight", "register.model_name"} <= set(fields)
     missing = sorted(key for key, field in fields.items() if not (field.description or "").strip())
-    assert not missing, f"add Field(description=...) in lead/config/schema.py for: {', '.join(missing)}"
+    assert not missing, (
+        f"add Field(description=...) in lead/config/ (the section's module) for: {', '.join(missing)}"
+    )
 
 
 def test_a_recipe_becomes_overrides_that_give_back_exactly_what_it_says(tmp_path):
@@ -292,3 +294,22 @@ def test_the_override_schema_refuses_a_mistyped_key_and_accepts_every_key_the_lo
         if "=" in typo:
             with pytest.raises(ParamsError):
                 load_params(ROOT / "params.yaml", [typo])
+
+
+def test_warmstart_verbosity_is_the_proxy_traces_habits_one_key_each():
+    import dataclasses
+
+    from lead.config import VerbosityParams
+    from lead.core.proxy import Verbosity
+
+    habits = dataclasses.fields(Verbosity)
+    fields = VerbosityParams.model_fields
+    # One key per habit, in its order, with its default and description, and a probability's range.
+    assert list(fields) == [h.name for h in habits]
+    for habit in habits:
+        field = fields[habit.name]
+        assert (field.default, field.description) == (habit.default, habit.metadata["description"])
+        with pytest.raises(ValueError, match="less than or equal to 1"):
+            VerbosityParams(**{habit.name: 1.5})
+    assert VerbosityParams().to_verbosity() == Verbosity()
+    assert VerbosityParams(slip=0.0).to_verbosity() == Verbosity(slip=0.0)

@@ -9,6 +9,7 @@ import pytest
 from lead.core import curation
 from lead.core.curation import Malformed, Record, Settings, SourceInput
 from lead.io.sources import SourceError, load_benchmark, read_rows, resolve
+from lead.reports.curation import render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = ROOT / "data/raw"
@@ -283,8 +284,8 @@ def test_near_duplicates_need_the_threshold():
     a = rec(LONG)
     b = rec(LONG.replace("without replacement", "with replacement"))
     sim = curation.jaccard(
-        set(curation._shingles(curation.words(a.problem)).tolist()),
-        set(curation._shingles(curation.words(b.problem)).tolist()),
+        set(curation.similarity._shingles(curation.words(a.problem)).tolist()),
+        set(curation.similarity._shingles(curation.words(b.problem)).tolist()),
     )
     assert 0.5 < sim < 0.9
     kept, dropped, _ = curation.near_duplicates([a, b], threshold=0.9)
@@ -465,7 +466,7 @@ def test_curate_accounts_for_every_row_and_is_deterministic():
     summary = curation.summary(report)
     assert summary["removed"] == {"exact_duplicates": 1, "mix": 29, "prompt_length": 1}
     assert json.loads(json.dumps(summary)) == summary
-    markdown = curation.render_markdown(report)
+    markdown = render_markdown(report)
     assert (
         "| exact_duplicates | 70 | 69 | duplicate 1 |" in markdown and "| prompt_too_long | 1 |" in markdown
     )

@@ -1,0 +1,52 @@
+"""The rings beyond what ``lint-imports`` can say (pyproject's contracts say which package imports which): a
+stage is a thin script over the libraries, and what calls a stage calls only its entry point."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+ENTRY_POINTS = {"run", "main"}
+RUNNER = "lead.stages._common"  # what runs every stage (its errors, its verbosity): no stage itself
+STAGES = sorted(p for p in (ROOT / "lead" / "stages").glob("*.py") if not p.name.startswith("_"))
+
+
+def stage_uses(path: Path) -> list[str]:
+    """What ``path`` uses of ``lead.stages.*`` beyond a stage's entry point (``run``, ``main``): names imported from
+    a stage module, attributes read off a stage module bound to a name."""
+    tree = ast.parse(path.read_text())
+    bound: set[str] = set()
+    wrong: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "lead.stages":
+            bound |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lead.stages."):
+            if node.module == RUNNER:
+                continue
+            wrong += [f"{node.module}.{a.name}" for a in node.names if a.name not in ENTRY_POINTS]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+            if node.attr not in ENTRY_POINTS:
+                wrong.append(f"{node.value.id}.{node.attr}")
+    return wrong
+
+
+def test_the_cli_calls_a_stage_only_through_its_entry_point():
+    # The paths, reports and helpers a command prints or needs come from lead.dag and the libraries.
+    assert stage_uses(ROOT / "lead" / "cli.py") == []
+
+
+def test_the_checker_sees_a_stage_internal(tmp_path):
+    code = tmp_path / "user.py"
+    code.write_text("from lead.stages import train as stage\nfrom lead.stages.evaluate import model_path\n")
+    code.write_text(code.read_text() + "stage.run(p)\nstage.model_dir(p)\n")
+    assert sorted(stage_uses(code)) == ["lead.stages.evaluate.model_path", "stage.model_dir"]
+
+
+@pytest.mark.parametrize("path", STAGES, ids=lambda p: p.stem)
+def test_a_stage_is_a_thin_script(path):
+    # The work lives in libraries (lead.training, lead.calibration, lead.evaluation, lead.registration, ...): a
+    # stage checks, calls them and publishes. A stage that grows past this has a library hiding in it.
+    assert len(path.read_text().splitlines()) <= 200, f"{path.name}: move its work into a library"
