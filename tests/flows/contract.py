@@ -54,7 +54,7 @@ def declarations(workspace: Path, pipeline: str = "dvc.yaml") -> dict[str, dict[
     from lead.config import load_params
     from lead.dag import cell_resume_dir, resume_dir
 
-    params = load_params(workspace / "params.yaml")
+    loaded = load_params(workspace / "params.yaml")
 
     out = {}
     with Repo(str(workspace)) as repo:
@@ -62,7 +62,7 @@ def declarations(workspace: Path, pipeline: str = "dvc.yaml") -> dict[str, dict[
             if stage_file(repo, stage) != pipeline:
                 continue
             cell = CELL.fullmatch(stage.name)
-            resume = cell_resume_dir(params, *cell.groups()) if cell else resume_dir(params, stage.name)
+            resume = cell_resume_dir(loaded, *cell.groups()) if cell else resume_dir(loaded, stage.name)
             # a whole-file declaration (`- params.yaml:`) declares every section of the file
             params = [
                 k
