@@ -27,9 +27,11 @@ def stage_uses(path: Path) -> list[str]:
                 continue
             wrong += [f"{node.module}.{a.name}" for a in node.names if a.name not in ENTRY_POINTS]
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
-            if node.attr not in ENTRY_POINTS:
-                wrong.append(f"{node.value.id}.{node.attr}")
+        named = (
+            isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+        )
+        if named and node.attr not in ENTRY_POINTS:
+            wrong.append(f"{node.value.id}.{node.attr}")
     return wrong
 
 

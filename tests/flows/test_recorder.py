@@ -25,3 +25,12 @@ def test_files_written_into_a_new_folder_before_its_watch_exists_are_recorded(tm
     (tmp_path / "models" / "train" / "config.json").write_text("{}")  # after: seen as an event
     files.stop()
     assert {"models/train/model.safetensors", "models/train/config.json"} <= files.written
+
+
+def test_a_mapping_key_records_the_entries_read_and_the_whole_key_when_all_are_seen():
+    keys: set[str] = set()
+    variants = _recorder()._Entries({"grpo": {"penalty": False}, "lead": {}}, "ablation.variants", keys)
+    assert "grpo" in variants and variants["grpo"] == {"penalty": False} and variants.get("x") is None
+    assert keys == {"ablation.variants.grpo", "ablation.variants.x"}  # one cell reads its own variant only
+    assert ", ".join(variants) == "grpo, lead"
+    assert "ablation.variants" in keys  # listing every variant depends on every variant

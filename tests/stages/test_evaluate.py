@@ -285,7 +285,9 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
     (run,) = _evaluate_runs(eval_params)
     table = json.loads(
         Path(
-            mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path=evaluation.SAMPLES_TABLE)
+            mlflow.artifacts.download_artifacts(
+                run_id=run.info.run_id, artifact_path=evaluation.SAMPLES_TABLE
+            )
         ).read_text()
     )
     assert table["columns"][:5] == ["problem_id", "answer", "correct", "gold", "completion"]

@@ -142,7 +142,10 @@ class _Params:
             if recorder.on and not isinstance(value, section):
                 fields = type(obj).model_fields
                 if name in fields:
-                    recorder.keys.add(paths.get(type(obj), "?.") + (fields[name].alias or name))
+                    key = paths.get(type(obj), "?.") + (fields[name].alias or name)
+                    if type(value) is dict:  # a mapping of entries (ablation.variants): what is read of it
+                        return _Entries(value, key, recorder.keys)
+                    recorder.keys.add(key)
             return value
 
         dump = section.model_dump
@@ -167,6 +170,65 @@ class _Params:
                 recorder.on = True
 
         config.load_params = load_params
+
+
+class _Entries(dict):
+    """A mapping-valued key's value as a stage sees it: looking up one entry (``variants["grpo"]``, ``in``,
+    ``get``) reads ``<key>.<entry>``; anything that sees every entry (iterating, ``len``, ``items``, a copy)
+    reads ``<key>`` itself. So a cell that reads only its own variant (``ablation.variants.<variant>``) is told
+    apart from one that depends on every variant."""
+
+    def __init__(self, data: dict, key: str, keys: set[str]) -> None:
+        super().__init__(data)
+        self._key, self._keys = key, keys
+
+    def _entry(self, name) -> None:
+        self._keys.add(f"{self._key}.{name}")
+
+    def _whole(self) -> None:
+        self._keys.add(self._key)
+
+    def __getitem__(self, name):
+        self._entry(name)
+        return super().__getitem__(name)
+
+    def get(self, name, default=None):
+        self._entry(name)
+        return super().get(name, default)
+
+    def __contains__(self, name) -> bool:
+        self._entry(name)
+        return super().__contains__(name)
+
+    def __iter__(self):
+        self._whole()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._whole()
+        return super().__len__()
+
+    def __eq__(self, other) -> bool:
+        self._whole()
+        return super().__eq__(other)
+
+    __hash__ = None
+
+    def keys(self):
+        self._whole()
+        return super().keys()
+
+    def values(self):
+        self._whole()
+        return super().values()
+
+    def items(self):
+        self._whole()
+        return super().items()
+
+    def copy(self):
+        self._whole()
+        return dict(super().items())
 
 
 class _PatchConfig(importlib.abc.MetaPathFinder):
