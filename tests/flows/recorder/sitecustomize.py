@@ -6,8 +6,9 @@ there and sets ``LEAD_RECORD_DIR`` for the workspace's first ``dvc repro``. A st
 
 * ``params`` — the params keys the stage read: each value read through a ``lead.config`` section
   (``params.train.max_steps`` → ``train.max_steps``; reaching ``params.train`` on the way is not a read), and
-  every field of a section it dumped whole (``model_dump``). Reads while ``load_params`` validates the file
-  are not counted (validation reads everything; what matters is what the stage then uses);
+  every field of a section it dumped whole (``model_dump``). Reads while ``load_params`` validates the file, or
+  while an assignment is validated, are not counted (validation reads everything; what matters is what the
+  stage then uses); a mapping-valued key (``ablation.variants``) is recorded per entry read;
 * ``modules`` — the workspace's Python files imported (``lead/...``);
 * ``read`` / ``written`` — workspace files opened read-only, and files written, created, moved in or deleted,
   seen by Linux inotify on every folder of the workspace (so reads by native code, such as pyarrow's or
@@ -158,7 +159,19 @@ class _Params:
                         recorder.keys.add(paths.get(type(obj), "?.") + (field.alias or name))
             return dump(obj, *args, **kwargs)
 
+        setattr_ = section.__setattr__
+
+        def setattribute(obj, name, value):
+            # An assignment is validated (validate_assignment), model validators included: like load_params'
+            # validation, what they read to check the whole params is not what the stage uses.
+            on, recorder.on = recorder.on, False
+            try:
+                setattr_(obj, name, value)
+            finally:
+                recorder.on = on
+
         section.__getattribute__ = getattribute
+        section.__setattr__ = setattribute
         section.model_dump = model_dump
         load = config.load_params
 
