@@ -70,7 +70,7 @@ test: $(STAMP)  ## the whole test suite, slow tests included
 test-fast: $(STAMP)  ## the test suite without the slow tests
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(TEST_THREADS)} $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff (lint, format), mypy (strict on lead/core, lead/grading), the rings' import contracts
+lint: $(STAMP)  ## ruff (lint, format), mypy (strict on lead/core, lead/grading, lead/reports), the rings' import contracts
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
