@@ -1,13 +1,13 @@
-"""The DAG's stages in one place: their order, the command each runs, what each writes (its outputs, by name),
-which of them is its manifest and which its summary, where its resume state lives; the same for the ablation's
-pipeline (:data:`ABLATION`).
+"""The DAG's stages in one place: their order (each runs as ``python -m lead.stages.<name>``), what each writes
+(its outputs, by name), which of them is its manifest and which its summary, where its resume state lives; the
+same for the ablation's pipeline (:data:`ABLATION`).
 
 An output is written as ``dvc.yaml`` writes it (``${paths.models}/train``): ``tests/contracts/test_dvc_yaml.py``
 checks that each stage's outputs here are exactly those ``dvc.yaml`` (and ``ablation/dvc.yaml``) declares
-(outs, metrics and plots), in the same order of stages. Code asks for an output by name (:func:`output`), never
-spells its path again: the
-stages publish and verify manifests through :func:`manifest_path`, the flows and ``lead results`` read
-:func:`summary_file`, register finds evaluate's records and plots here.
+(outs, metrics and plots), in the same order of stages. Code asks for an output by name (:func:`output`,
+:func:`cell_output`), never spells its path again: the stages publish and verify manifests through
+:func:`manifest_path`, the flows and ``lead results`` read :func:`summary_file`, register finds evaluate's
+records and plots here.
 """
 
 from __future__ import annotations
