@@ -42,8 +42,10 @@ def test_the_cli_calls_a_stage_only_through_its_entry_point():
 
 def test_the_checker_sees_a_stage_internal(tmp_path):
     code = tmp_path / "user.py"
-    code.write_text("from lead.stages import train as stage\nfrom lead.stages.evaluate import model_path\n")
-    code.write_text(code.read_text() + "stage.run(p)\nstage.model_dir(p)\n")
+    code.write_text(
+        "from lead.stages import train as stage\nfrom lead.stages.evaluate import model_path\n"
+        "stage.run(p)\nstage.model_dir(p)\n"
+    )
     assert sorted(stage_uses(code)) == ["lead.stages.evaluate.model_path", "stage.model_dir"]
 
 
