@@ -19,7 +19,7 @@ a local model folder's weights, config and tokenizer files, or ``hub:<id>@<commi
 ``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p, max_new_tokens,
 seed), the per-prompt seed rule, the source hash of the grader and the outcome rule, the outcome rules};
 *problem* = sha256(problem text + NUL + gold answer). A generation server counts as the vLLM backend (same engine
-settings, same completions), so its results and an in-process engine's share the cache. Only missing
+settings and seeds, so the same completions up to vLLM's batch arithmetic), so its results and an in-process engine's share the cache. Only missing
 (settings, problem) pairs are sampled, in chunks of ``calibrate.chunk_size`` problems; each chunk's lines
 are appended and fsync'ed as soon as it is graded, so an interrupted run resumes from the last finished
 chunk. Results of other settings stay in the file (switching back to a model or temperature costs

@@ -82,7 +82,7 @@ def prompt_seed(seed: int, message: str) -> int:
     One seed per prompt, derived from its text: with a single seed every prompt of a call would draw the same
     random numbers (correlated samples across problems), and a text-derived seed makes a prompt's samples
     independent of which batch, chunk or backend process it lands in (cache and resume stay exact; a server
-    and an in-process engine give the same completions)."""
+    and an in-process engine draw the same random numbers for a prompt)."""
     digest = hashlib.sha256(f"{seed}\x00{message}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
@@ -267,8 +267,10 @@ class ServerSampler:
     engine's start (on 2 CPU cores ~10 s of a ~22 s incremental calibration of 60 problems).
     Each user message is one ``/v1/chat/completions`` request with its own seed (:func:`prompt_seed`), all
     sent at once so that the server batches them; the server renders the chat template, so the client needs
-    no tokenizer. The completions are the same as :class:`VLLMSampler`'s for the same model, dtype, messages
-    and spec (``tests/stages/test_generation_server.py``).
+    no tokenizer. The completions are :class:`VLLMSampler`'s for the same model, dtype, messages and spec, up
+    to vLLM's batch arithmetic: its kernels are not batch-invariant, so where the server batches requests
+    otherwise than one in-process call, a near-tie token may (rarely) be drawn differently in bfloat16
+    (``tests/stages/test_generation_server.py`` measures the agreement).
 
     ``model`` is the name the server must serve (:func:`served_model_name`): a server that holds another model
     or dtype is refused before anything is sampled. ``api_key`` (default: ``LEAD_SERVE_API_KEY``) is sent as a
@@ -430,7 +432,7 @@ def serve_command(
     model_path: str | Path, name: str, *, dtype: str, host: str, port: int
 ) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of vLLM's OpenAI-compatible server for ``model_path`` served as
-    ``name``, with the engine settings of :class:`VLLMSampler` (so both sample the same completions).
+    ``name``, with the engine settings of :class:`VLLMSampler` (so both draw the same completions, up to batch arithmetic).
 
     ``--generation-config vllm``: a request's unset knobs take vLLM's defaults, as in-process sampling does,
     not the model's ``generation_config.json``. On CPU the engine runs inside the server's engine process
