@@ -19,8 +19,15 @@ With ``overrides`` everything runs as a DVC experiment in a copy of the workspac
 the pipeline flow does) and is saved with ``dvc exp save``; the workspace is left as it was.
 
 MLflow: the flow's run (``lead-ablation``) holds every stage's run; the report's run becomes the parent of every
-cell's run (:mod:`lead.stages.ablation`). Each cell is one process on the worker's machine; on a GPU pool give
-each cell its own GPU with ``CUDA_VISIBLE_DEVICES`` per slot (``gpus_per_cell``) or run one flow per node.
+cell's run (:mod:`lead.stages.ablation`).
+
+Where the cells run: by default each is one process on this flow's machine (on GPUs each gets its own
+``CUDA_VISIBLE_DEVICES`` slot, ``gpus_per_cell``). With ``cell_deployment`` (e.g. ``lead-cell/pool``) each is a
+flow run of that ``lead-cell`` deployment (:mod:`flows.cell`) on whichever worker of its pool takes it, a node
+per cell: the upstream outputs are pushed to the DVC remote first, and each finished cell's outputs come back
+through the remote (:mod:`flows.bundle`) and are recorded only if their ``dvc.lock`` entry is the one this
+workspace computes (same code, inputs and params). A cell whose flow run crashes is reported failed; the next
+run submits only the unrecorded cells.
 
 ``python -m flows.ablation --concurrency 2 -S key=value`` runs it once (Prefect's temporary server unless
 ``PREFECT_API_URL`` names one); ``prefect deployment run 'lead-ablation/local'`` through a worker.
@@ -34,25 +41,25 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 from prefect import flow, get_run_logger, task
+from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import Field
 
-from flows.commands import CommandError, dvc_executable, git, run
+from flows import bundle
+from flows.cell import ARTIFACT_KEY as CELL_ARTIFACT
+from flows.cell import UPSTREAM, lock_entry, remote_options
+from flows.commands import CommandError, dvc_executable, git, run, stage_env
 from flows.pipeline import TASKS, flow_place, save_task
 from flows.prefect_api import STOPPING, Override, RunStopped, check_then_start, stopped
 from lead.config import load_params
 
 PIPELINE = "ablation/dvc.yaml"
 REPORT = f"{PIPELINE}:report"
-UPSTREAM = (
-    "curate",
-    "warmstart",
-    "calibrate",
-)  # what the cells read (tests/flows/test_ablation.py checks it)
 ARTIFACT_KEY = "lead-ablation-summary"
 MAX_CONCURRENCY = 32
 
@@ -65,23 +72,6 @@ def cpu_threads(concurrency: int) -> int:
     than with 1 while another process was busy)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, cores // concurrency)
-
-
-def _env(
-    parent_run_id: str, tracking_uri: str, gpu: str | None = None, threads: int | None = None
-) -> dict[str, str]:
-    env = {
-        **os.environ,
-        # dvc.yaml's commands must find this environment's python, wherever the worker started
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "LEAD_PARENT_RUN_ID": parent_run_id,
-        "MLFLOW_TRACKING_URI": tracking_uri,
-    }
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu
-    if threads is not None and "OMP_NUM_THREADS" not in os.environ:  # a user's own setting wins
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-    return env
 
 
 def stage_file(repo: Any, stage: Any) -> str:
@@ -123,7 +113,7 @@ def cell_task(
 ) -> float:
     """One cell's command, as DVC resolved it for the stage ``address``; its wall time in seconds."""
     started = time.perf_counter()
-    env = {**_env(parent_run_id, tracking_uri, gpu, threads), "DVC_STAGE": address}
+    env = {**stage_env(parent_run_id, tracking_uri, gpu, threads), "DVC_STAGE": address}
     run(["sh", "-c", cmd], Path(wdir), env)
     return round(time.perf_counter() - started, 1)
 
@@ -135,34 +125,23 @@ def commit_task(workspace: str, address: str) -> None:
 
 
 def _run_cells(
-    workspace: Path,
-    cells: dict[str, tuple[str, Path]],
+    cells: list[str],
     concurrency: int,
-    parent: str,
-    uri: str,
-    gpus_per_cell: int,
+    submit: Callable[[str, int], PrefectFuture[Any]],
+    record: Callable[[str, Any], None],
 ) -> dict[str, Any]:
-    """Every cell, at most ``concurrency`` at once, each recorded in DVC as soon as it finishes (a flow killed
-    midway loses only the cells still running); address → seconds, or the exception it failed with."""
+    """Every cell, at most ``concurrency`` at once (``submit(address, slot)``), each recorded in DVC as soon as it
+    finishes (``record``; a flow killed midway loses only the cells still running); address → what its task
+    returned, or the exception it or its recording failed with."""
     pending = sorted(cells)
-    running: dict[str, Any] = {}
+    running: dict[str, tuple[PrefectFuture[Any], int]] = {}
     slots = list(range(concurrency))
     done: dict[str, Any] = {}
     while pending or running:
         while pending and len(running) < concurrency:
             address = pending.pop(0)
             slot = slots.pop(0)
-            gpu = (
-                ",".join(str(slot * gpus_per_cell + i) for i in range(gpus_per_cell))
-                if gpus_per_cell
-                else None
-            )
-            cmd, wdir = cells[address]
-            threads = None if gpus_per_cell else cpu_threads(concurrency)  # on CPU: each cell its share
-            future = cell_task.with_options(task_run_name=address).submit(
-                address, cmd, str(wdir), parent, uri, gpu, threads
-            )
-            running[address] = (future, slot)
+            running[address] = (submit(address, slot), slot)
         time.sleep(0.5)
         for address, (future, slot) in list(running.items()):
             if future.state.is_final():
@@ -170,18 +149,139 @@ def _run_cells(
                 slots.append(slot)
                 try:
                     done[address] = future.result()
+                    record(
+                        address, done[address]
+                    )  # one at a time (DVC's lock): this loop is the only recorder
                 except Exception as exc:  # recorded; the other cells go on
                     done[address] = exc
-                    continue
-                # one commit at a time (DVC's lock): this loop is the only committer
-                commit_task(str(workspace), address)
     return done
+
+
+def _local(
+    workspace: Path, cells: dict[str, tuple[str, Path]], concurrency: int, parent: str, uri: str, gpus: int
+) -> tuple[Callable[[str, int], PrefectFuture[Any]], Callable[[str, Any], None]]:
+    """Cells as processes on this machine: each its slot's GPUs, or on CPU its share of the cores."""
+
+    def submit(address: str, slot: int) -> PrefectFuture[Any]:
+        gpu = ",".join(str(slot * gpus + i) for i in range(gpus)) if gpus else None
+        threads = None if gpus else cpu_threads(concurrency)
+        cmd, wdir = cells[address]
+        return cell_task.with_options(task_run_name=address).submit(
+            address, cmd, str(wdir), parent, uri, gpu, threads
+        )
+
+    return submit, lambda address, _: commit_task(str(workspace), address)
+
+
+@task(name="cell")
+def pool_cell_task(deployment: str, address: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """One cell as a flow run of the ``lead-cell`` deployment ``deployment`` (:mod:`flows.cell`), waited for:
+    the bundle it pushed, the worker that ran it, its wall time. A run that did not complete raises."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
+    from prefect.deployments import run_deployment
+
+    started = time.perf_counter()
+    name = address.rsplit(":", 1)[-1]
+    submitted = run_deployment(
+        deployment, parameters={**parameters, "address": address}, flow_run_name=name, poll_interval=2
+    )
+    with get_client(sync_client=True) as client:
+        child = client.read_flow_run(submitted.id)
+        worker = (child.labels or {}).get("prefect.worker.name", "no worker")
+        state = child.state
+        if state is None or not state.is_completed():
+            said = f"{state.name}: {state.message}" if state else "no state"
+            raise RunStopped(f"its flow run {child.name} on {worker} ended {said}")
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[child.id]),
+                key=ArtifactFilterKey(any_=[CELL_ARTIFACT]),
+            )
+        )
+    (row,) = json.loads(str(artifacts[-1].data))
+    seconds = round(time.perf_counter() - started, 1)
+    return {**row, "worker": str(worker), "flow_run": child.name, "seconds": seconds}
+
+
+def _differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """What two ``dvc.lock`` entries of one stage disagree on: the command, a file's md5, a param's value."""
+
+    def flat(entry: dict[str, Any]) -> dict[str, Any]:
+        items: dict[str, Any] = {"cmd": entry.get("cmd")}
+        for kind in ("deps", "outs"):
+            items.update({f["path"]: f.get("md5") for f in entry.get(kind) or []})
+        for file, values in (entry.get("params") or {}).items():
+            items.update({f"{file}:{key}": value for key, value in values.items()})
+        return items
+
+    a, b = flat(ours), flat(theirs)
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+def _pool(
+    workspace: Path, deployment: str, parent: str, uri: str
+) -> tuple[Callable[[str, int], PrefectFuture[Any]], Callable[[str, Any], None]]:
+    """Cells as flow runs of ``deployment`` on its pool's workers. Before any is submitted: the upstream
+    outputs pushed to the DVC remote (what the workers pull). As each finishes: its bundle pulled into the
+    workspace and recorded with ``dvc commit``, kept only if this workspace's lock entry is the worker's (same
+    command, inputs, params and outputs: the cell ran on what this workspace holds)."""
+    if uri.startswith(("sqlite:", "file:")) or "://" not in uri:
+        raise RunStopped(
+            f"cells on a pool log to an MLflow server, and this run's tracking URI is local ({uri}): set "
+            "mlflow.tracking_uri or MLFLOW_TRACKING_URI to the team's server"
+        )
+    changed = [
+        line[3:]
+        for line in git(["status", "--porcelain", "--untracked-files=no"], workspace).splitlines()
+        if line[3:] not in ("params.yaml", "dvc.lock")
+    ]
+    if changed:
+        raise RunStopped(
+            f"the workers run the committed code, and {', '.join(changed)} has uncommitted changes: commit and "
+            "push them first"
+        )
+    remote = remote_options(workspace)
+    run([dvc_executable(), "push", *UPSTREAM], workspace)
+    shared = {
+        "rev": git(["rev-parse", "HEAD"], workspace).strip(),
+        "params": (workspace / "params.yaml").read_text(),
+        "lock": (workspace / "dvc.lock").read_text(),
+        "remote": remote,
+        "parent_run_id": parent,
+        "tracking_uri": uri,
+    }
+
+    def submit(address: str, slot: int) -> PrefectFuture[Any]:
+        return pool_cell_task.with_options(task_run_name=address).submit(deployment, address, shared)
+
+    def record(address: str, outcome: dict[str, Any]) -> None:
+        theirs = bundle.pull(outcome["bundle"], remote["url"], workspace)
+        lockfile = (workspace / address.rsplit(":", 1)[0]).with_name("dvc.lock")
+        before = lockfile.read_bytes() if lockfile.exists() else None
+        commit_task(str(workspace), address)
+        differ = _differences(lock_entry(workspace, address), theirs)
+        if differ:
+            if before is None:
+                lockfile.unlink()
+            else:
+                lockfile.write_bytes(before)
+            raise RunStopped(
+                f"ran on inputs other than this workspace's (they differ in {', '.join(differ[:5])}): not recorded"
+            )
+
+    return submit, record
 
 
 def _summary(cells: dict[str, Any], report: Path | None) -> str:
     lines = ["| cell | outcome |", "|---|---|"]
     for address, outcome in sorted(cells.items()):
-        said = f"ran, {outcome} s" if isinstance(outcome, float) else f"FAILED: {str(outcome)[:200]}"
+        if isinstance(outcome, Exception):
+            said = f"FAILED: {str(outcome)[:200]}"
+        elif isinstance(outcome, dict):
+            said = f"ran on {outcome['worker']}, {outcome['seconds']} s (flow run {outcome['flow_run']})"
+        else:
+            said = f"ran, {outcome} s"
         lines.append(f"| {address.split(':')[-1]} | {said} |")
     if not cells:
         lines.append("| (none) | every cell was up to date |")
@@ -197,16 +297,20 @@ def lead_ablation(
     concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] = 2,
     workspace: str = ".",
     gpus_per_cell: Annotated[int, Field(ge=0)] = 0,
+    cell_deployment: str | None = None,
 ) -> dict[str, Any]:
     """The ablation's stale cells, ``concurrency`` at a time, recorded in DVC, then its report; in the workspace,
     or with ``overrides`` as a DVC experiment in a copy of it."""
     try:
-        return _ablation(Path(workspace).resolve(), list(overrides or []), concurrency, gpus_per_cell)
+        root = Path(workspace).resolve()
+        return _ablation(root, list(overrides or []), concurrency, gpus_per_cell, cell_deployment)
     except STOPPING as exc:
         return stopped("lead-ablation", exc)
 
 
-def _ablation(root: Path, overrides: list[str], concurrency: int, gpus_per_cell: int) -> dict[str, Any]:
+def _ablation(
+    root: Path, overrides: list[str], concurrency: int, gpus_per_cell: int, cell_deployment: str | None
+) -> dict[str, Any]:
     import mlflow
     from prefect.artifacts import create_markdown_artifact
     from prefect.runtime import flow_run
@@ -224,7 +328,12 @@ def _ablation(root: Path, overrides: list[str], concurrency: int, gpus_per_cell:
         cells = stale_cells(run_dir)
         logger.info("%d stale cells: %s", len(cells), ", ".join(sorted(cells)) or "none")
         started = time.perf_counter()
-        outcomes = _run_cells(run_dir, cells, concurrency, parent_id, uri, gpus_per_cell)
+        submit, record = (
+            _pool(run_dir, cell_deployment, parent_id, uri)
+            if cell_deployment
+            else _local(run_dir, cells, concurrency, parent_id, uri, gpus_per_cell)
+        )
+        outcomes = _run_cells(list(cells), concurrency, submit, record)
         seconds = round(time.perf_counter() - started, 1)
         finished = sorted(a for a, o in outcomes.items() if not isinstance(o, Exception))
         failed = sorted(set(outcomes) - set(finished))
@@ -238,7 +347,7 @@ def _ablation(root: Path, overrides: list[str], concurrency: int, gpus_per_cell:
             run(
                 [dvc_executable(), "repro", "--single-item", REPORT],
                 run_dir,
-                _env(parent_id, uri),
+                stage_env(parent_id, uri),
             )
             experiment = None
             if name:
@@ -277,6 +386,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="cells at once (default 2)")
     parser.add_argument("--workspace", default=".", help="the DVC workspace (default: the current folder)")
     parser.add_argument("--gpus-per-cell", type=int, default=0, help="CUDA_VISIBLE_DEVICES slots per cell")
+    parser.add_argument(
+        "--cell-deployment",
+        help="run each cell as a flow run of this lead-cell deployment (e.g. lead-cell/pool)",
+    )
     args = parser.parse_args(argv)
     check_then_start(parser, args.workspace, args.overrides)
     state = lead_ablation(
@@ -284,6 +397,7 @@ def main(argv: list[str] | None = None) -> None:
         concurrency=args.concurrency,
         workspace=args.workspace,
         gpus_per_cell=args.gpus_per_cell,
+        cell_deployment=args.cell_deployment,
         return_state=True,
     )
     sys.exit(0 if state.is_completed() else 1)  # the run's last log line said why

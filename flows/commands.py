@@ -33,6 +33,26 @@ def dvc_executable() -> str:
     return str(local) if local.exists() else "dvc"
 
 
+def stage_env(
+    parent_run_id: str, tracking_uri: str, gpu: str | None = None, threads: int | None = None
+) -> dict[str, str]:
+    """The environment of a stage's command run by a flow: this one, with dvc.yaml's ``python`` found in this
+    environment wherever the worker started, the stage's MLflow run a child of ``parent_run_id`` on
+    ``tracking_uri``; ``gpu`` its ``CUDA_VISIBLE_DEVICES``, ``threads`` its OpenMP/MKL threads (unless the
+    user set ``OMP_NUM_THREADS``)."""
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "LEAD_PARENT_RUN_ID": parent_run_id,
+        "MLFLOW_TRACKING_URI": tracking_uri,
+    }
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    if threads is not None and "OMP_NUM_THREADS" not in os.environ:  # a user's own setting wins
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    return env
+
+
 def logger() -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
     """The Prefect run logger inside a flow or task run (what the UI shows), a plain logger outside one."""
     from prefect import get_run_logger

@@ -143,3 +143,13 @@ def save_experiment(copy: Path, name: str, stages: list[str]) -> str:
     if not saved or not saved[-1].get("ref"):
         raise CommandError(f"`dvc exp save` in {copy} printed no experiment commit:\n" + "\n".join(lines))
     return str(saved[-1]["ref"])
+
+
+def push_experiment(workspace: Path, name: str) -> str | None:
+    """``dvc exp push --no-cache origin <name>``: the experiment's git ref to the repository's ``origin`` (its
+    outputs went with ``dvc push``), so that a clone elsewhere gets it with ``dvc exp pull origin <name>``; the
+    remote pushed to, or None for a workspace without ``origin`` (the ref stays in it)."""
+    if "origin" not in git(["remote"], workspace).split():
+        return None
+    run([dvc_executable(), "exp", "push", "--no-cache", "origin", name], workspace)
+    return "origin"

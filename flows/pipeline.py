@@ -61,7 +61,6 @@ import contextlib
 import dataclasses
 import fcntl
 import json
-import os
 import re
 import shutil
 import sys
@@ -74,8 +73,8 @@ from prefect import Task, flow, get_run_logger, task
 from prefect.states import Completed
 from pydantic import WithJsonSchema
 
-from flows.commands import dvc_executable, git, run
-from flows.experiment import clean_stale, experiment_copy, save_experiment
+from flows.commands import dvc_executable, git, run, stage_env
+from flows.experiment import clean_stale, experiment_copy, push_experiment, save_experiment
 from flows.prefect_api import STOPPING, Override, check_then_start, stopped
 from flows.summary import OUTCOMES, StageRow, closing_line, markdown, stage_line
 from lead.config import Params, ParamsError, load_params
@@ -188,14 +187,7 @@ def _stage_task(name: str) -> Task[..., Any]:
         pull: bool = False,
         experiment: str | None = None,
     ) -> Any:
-        # dvc.yaml's `python -m lead.stages...` must be this environment's python, wherever the worker started.
-        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-        env = {
-            **os.environ,
-            "PATH": path,
-            "LEAD_PARENT_RUN_ID": parent_run_id,
-            "MLFLOW_TRACKING_URI": tracking_uri,
-        }
+        env = stage_env(parent_run_id, tracking_uri)
         # A run with overrides is a DVC experiment (saved as one at the end): its stages see it as `dvc exp run`'s
         # do, by DVC's own variable, so that register registers nothing unless register.on_experiment.
         if experiment:
@@ -329,6 +321,15 @@ def _pipeline(
                 mlflow.set_tags({"dvc.experiment": name, "dvc.experiment_rev": rev})
             if push:
                 push_task(str(run_dir))
+                if name:
+                    pushed = push_experiment(run_dir, name)
+                    logger.info(
+                        "experiment %s: %s",
+                        name,
+                        f"its ref pushed to {pushed} (`dvc exp pull {pushed} {name}` elsewhere)"
+                        if pushed
+                        else "no git remote `origin` here: its ref stays in this repository",
+                    )
             if (run_dir / "dvc.lock").exists():
                 mlflow.log_artifact(str(run_dir / "dvc.lock"))
         finally:

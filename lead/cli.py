@@ -505,6 +505,69 @@ def ablation_(
     )
 
 
+@app.command()
+def sweep(
+    grid: Annotated[
+        list[str],
+        typer.Argument(help="KEY=V1,V2,... per train key (values as YAML); the sweep is every combination."),
+    ],
+    seeds: Annotated[str, typer.Option(help="Seeds, comma-separated: each point runs once per seed.")] = "0",
+    cell_deployment: Annotated[
+        str | None,
+        typer.Option(
+            help="Each cell a flow run of this lead-cell deployment, e.g. lead-cell/gpu (default: here)."
+        ),
+    ] = None,
+    concurrency: Annotated[int, typer.Option(help="Cells at once.")] = 2,
+    overrides: SetOpt = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show the points and the command; run nothing.")
+    ] = False,
+) -> None:
+    """A grid over train keys (`lead sweep alpha=0.05,0.1 learning_rate=1.0e-6,3.0e-6 --seeds 0,1`), run as the
+    ablation's cells — one per point and seed, each trained from the warm start and evaluated — by the
+    lead-ablation flow, as a DVC experiment (`lead exp` lists it; one MLflow parent run holds every cell;
+    reports/ablation/ tabulates the points)."""
+    import shlex
+    import subprocess
+    import sys
+
+    import yaml
+
+    from lead.config.ablation import sweep_variants
+    from lead.config.load import _as_yaml
+
+    values: dict[str, list[object]] = {}
+    for item in grid:
+        key, sep, raw = item.partition("=")
+        if not sep or not raw:
+            console.print(f"[bold red]error:[/] {item!r}: give KEY=V1,V2,... (a train key and its values)")
+            raise typer.Exit(2)
+        values[key.removeprefix("train.")] = [yaml.safe_load(v) for v in raw.split(",")]
+    try:
+        seed_list = [int(s) for s in seeds.split(",")]
+    except ValueError:
+        console.print(f"[bold red]error:[/] --seeds {seeds!r}: give integers separated by commas, e.g. 0,1,2")
+        raise typer.Exit(2) from None
+    variants = sweep_variants(values)
+    sweep_overrides = [
+        *(overrides or []),
+        f"ablation.variants={_as_yaml(variants)}",
+        f"ablation.seeds={_as_yaml(seed_list)}",
+    ]
+    _params(DEFAULT_PARAMS, sweep_overrides)  # each point checked as train settings, before anything runs
+    command = [sys.executable, "-m", "flows.ablation", "--concurrency", str(concurrency)]
+    command += [a for o in sweep_overrides for a in ("-S", o)]
+    command += ["--cell-deployment", cell_deployment] if cell_deployment else []
+    table = Table("variant", *values, title=f"{len(variants)} points x {len(seed_list)} seeds")
+    for name, point in variants.items():
+        table.add_row(name, *(str(point[k]) for k in values))
+    console.print(table)
+    console.print(shlex.join(command), highlight=False, markup=False, soft_wrap=True)
+    if not dry_run:
+        raise typer.Exit(subprocess.run(command, cwd=DEFAULT_PARAMS.parent).returncode)
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def exp(ctx: typer.Context) -> None:
     """DVC experiments, headline only: what each changed against its commit, Pass@1 and Len per benchmark,

@@ -3,6 +3,9 @@ the ``train`` keys it sets, so it is checked as train settings (:meth:`AblationP
 
 from __future__ import annotations
 
+import itertools
+import re
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, ValidationError, model_validator
@@ -17,7 +20,25 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "grpo_l_ad": {"length_reward": True, "penalty": False, "reweight": True},
     "lead": {"length_reward": True, "penalty": True, "reweight": True},
 }
-VariantName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=40)]
+VARIANT_NAME = r"^[a-z][a-z0-9_]*$"
+VariantName = Annotated[str, StringConstraints(pattern=VARIANT_NAME, max_length=40)]
+
+
+def sweep_variants(grid: Mapping[str, Sequence[Any]]) -> dict[str, dict[str, Any]]:
+    """A sweep as ablation variants: one per point of the product of ``grid``'s values (train key → values), named
+    by its values (``alpha=0.05, learning_rate=1.0e-06`` → ``alpha_0p05__learning_rate_1p0em06``), or ``p<i>``
+    (the point's index) where that name would be longer than a variant's name may be."""
+
+    def token(value: Any) -> str:
+        return re.sub(r"[^a-z0-9]", "", str(value).lower().replace(".", "p").replace("-", "m"))
+
+    variants = {}
+    for i, values in enumerate(itertools.product(*grid.values())):
+        point = dict(zip(grid, values, strict=True))
+        name = "__".join(f"{key}_{token(value)}" for key, value in point.items())
+        fits = len(name) <= 40 and re.match(VARIANT_NAME, name)
+        variants[name if fits else f"p{i}"] = point
+    return variants
 
 
 class AblationParams(Section):

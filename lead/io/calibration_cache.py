@@ -14,18 +14,18 @@ one JSON object per line, keys sorted, no spaces:
   "lengths": [...], "finished": [...]}`` is one (settings, problem) result: for each of the k samples,
   whether the reward scores it correct (:func:`lead.core.outcomes.outcome`), its length in tokens, its EOS flag.
 
-Keys: *settings* = sha256 of {model fingerprint (:func:`lead.io.fingerprint.model_fingerprint`: content hash of
-a local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``), resolved backend,
-``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p, max_new_tokens,
-seed), the per-prompt seed rule, the source hash of the grader and the outcome rule, the outcome rules};
-*problem* = sha256(problem text + NUL + gold answer). A generation server counts as the vLLM backend (same engine
-settings and seeds, so the same completions up to vLLM's batch arithmetic), so its results and an in-process engine's share the cache. Only missing
-(settings, problem) pairs are sampled, in chunks of ``calibrate.chunk_size`` problems; each chunk's lines
-are appended and fsync'ed as soon as it is graded, so an interrupted run resumes from the last finished
-chunk. Results of other settings stay in the file (switching back to a model or temperature costs
-nothing). A torn last line from a crash is skipped and removed by the compaction at the end of the next
-run. The file is no DVC output (resume state, :func:`lead.dag.resume_dir`): ``dvc repro`` never
-deletes it, ``dvc push`` never carries it, and a clone without it samples again what it needs.
+Keys: *settings* = sha256 of {model fingerprint (:func:`lead.io.fingerprint.model_fingerprint`: content hash of a
+local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``), resolved backend,
+``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p, max_new_tokens, seed), the
+per-prompt seed rule, the source hash of the grader and the outcome rule, the outcome rules}; *problem* =
+sha256(problem text + NUL + gold answer). A generation server counts as the vLLM backend (same engine settings and
+seeds, so the same completions up to vLLM's batch arithmetic), so its results and an in-process engine's share the
+cache. Only missing (settings, problem) pairs are sampled, in chunks of ``calibrate.chunk_size`` problems; each
+chunk's lines are appended and fsync'ed as soon as it is graded, so an interrupted run resumes from the last
+finished chunk. Results of other settings stay in the file (switching back to a model or temperature costs
+nothing). A torn last line from a crash is skipped and removed by the compaction at the end of the next run. The
+file is no DVC output (resume state, :func:`lead.dag.resume_dir`): ``dvc repro`` never deletes it, ``dvc push``
+never carries it, and a clone without it samples again what it needs.
 
 Seeds: every prompt is sampled with its own seed, sha256(``calibrate.seed``, its user message)
 (:func:`lead.io.sampling.prompt_seed`, what both samplers and the server do), so a problem's samples depend on

@@ -432,7 +432,8 @@ def serve_command(
     model_path: str | Path, name: str, *, dtype: str, host: str, port: int
 ) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of vLLM's OpenAI-compatible server for ``model_path`` served as
-    ``name``, with the engine settings of :class:`VLLMSampler` (so both draw the same completions, up to batch arithmetic).
+    ``name``, with the engine settings of :class:`VLLMSampler` (so both draw the same completions, up to batch
+    arithmetic).
 
     ``--generation-config vllm``: a request's unset knobs take vLLM's defaults, as in-process sampling does,
     not the model's ``generation_config.json``. On CPU the engine runs inside the server's engine process

@@ -25,13 +25,25 @@ def test_prefect_yaml_deploys_the_flows_with_parameters_they_accept():
     from prefect.utilities.callables import parameter_schema
 
     deps = deployments()
-    assert set(deps) == {"lead-pipeline/local", "lead-pipeline/gpu", "lead-ablation/local"}
+    assert set(deps) == {
+        "lead-pipeline/local",
+        "lead-pipeline/gpu",
+        "lead-ablation/local",
+        "lead-cell/pool",
+        "lead-cell/gpu",
+    }
     for key, dep in deps.items():
         flow = load_flow_from_entrypoint(str(ROOT / dep["entrypoint"]))
         assert flow.name == key.split("/")[0]
         accepted = set(parameter_schema(flow.fn).properties)
-        assert set(dep["parameters"]) <= accepted, key
-        assert dep["concurrency_limit"] == 1  # one run per DVC workspace
+        assert set(dep.get("parameters", {})) <= accepted, key
+        # one run per DVC workspace; a cell runs in a clone of its own, as many at once as the pool takes
+        assert dep.get("concurrency_limit") == (None if key.startswith("lead-cell/") else 1), key
+    for key in ("lead-cell/pool", "lead-cell/gpu", "lead-pipeline/gpu"):  # each run in a fresh clone
+        clone, cd = deps[key]["pull"]
+        assert clone["prefect.deployments.steps.git_clone"]["repository"] == "{{ $LEAD_GIT_REPOSITORY }}"
+        assert cd["prefect.deployments.steps.set_working_directory"]["directory"] == "{{ clone.directory }}"
+    assert deps["lead-cell/gpu"]["work_pool"] == deps["lead-pipeline/gpu"]["work_pool"]  # a whole node each
     for key in ("lead-pipeline/local", "lead-ablation/local"):
         assert deps[key]["work_pool"]["name"] == "lead-local" and "pull" not in deps[key]
     assert deps["lead-pipeline/gpu"]["parameters"] == {"overrides": [], "pull": True, "push": True}

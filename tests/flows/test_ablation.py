@@ -162,11 +162,12 @@ def _flow_name(state) -> str:
 
 def test_cells_on_cpu_share_the_cores_instead_of_each_taking_all(monkeypatch):
     from flows import ablation
+    from flows.commands import stage_env
 
     monkeypatch.setattr(ablation.os, "sched_getaffinity", lambda _: set(range(16)), raising=False)
     assert [ablation.cpu_threads(n) for n in (1, 2, 3, 32)] == [16, 8, 5, 1]
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert ablation._env("p", "u", threads=8)["OMP_NUM_THREADS"] == "8"
-    assert "OMP_NUM_THREADS" not in ablation._env("p", "u", gpu="0")
+    assert stage_env("p", "u", threads=8)["OMP_NUM_THREADS"] == "8"
+    assert "OMP_NUM_THREADS" not in stage_env("p", "u", gpu="0")
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's own setting wins
-    assert ablation._env("p", "u", threads=8)["OMP_NUM_THREADS"] == "3"
+    assert stage_env("p", "u", threads=8)["OMP_NUM_THREADS"] == "3"

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from flows.commands import SESSIONS, _stat, run, stop_orphans
-from flows.experiment import experiment_copy, save_experiment, write_overrides
+from flows.experiment import experiment_copy, push_experiment, save_experiment, write_overrides
 from lead.config import load_params
 from tests.conftest import ROOT
 from tests.flows.conftest import dvc
@@ -191,6 +191,11 @@ def test_the_copy_is_the_workspace_with_the_overrides_and_its_experiment_is_the_
         }
         dvc(copy, "repro")
         rev = save_experiment(copy, "seven", ["steps"])
+        assert push_experiment(copy, "seven") is None  # no git remote: the ref stays here
+        subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "origin.git")], check=True)
+        git(ws, "remote", "add", "origin", str(tmp_path / "origin.git"))
+        git(ws, "push", "-q", "origin", "HEAD:refs/heads/main")
+        assert push_experiment(copy, "seven") == "origin"  # what the flow does with push and overrides
 
     assert not copy.exists() and "run-1" not in git(ws, "worktree", "list")
     assert (ws / "params.yaml").read_bytes() == params and (ws / "steps.txt").read_text() != "7"
@@ -204,6 +209,15 @@ def test_the_copy_is_the_workspace_with_the_overrides_and_its_experiment_is_the_
     assert saved.startswith("# yaml-language-server") and "max_steps: 7" in saved  # the comments are kept
     dvc(ws, "exp", "apply", "seven")  # its outputs come from the shared cache
     assert (ws / "steps.txt").read_text() == "7"
+    # Elsewhere, a clone of the repository pulls the experiment from the git remote.
+    subprocess.run(
+        ["git", "clone", "-q", "-b", "main", str(tmp_path / "origin.git"), str(tmp_path / "elsewhere")],
+        check=True,
+    )
+    elsewhere = tmp_path / "elsewhere"
+    dvc(elsewhere, "exp", "pull", "--no-cache", "origin", "seven")
+    (baseline,) = json.loads(dvc(elsewhere, "exp", "show", "--json").stdout)[1:]
+    assert [(r["name"], r["rev"]) for e in baseline["experiments"] for r in e["revs"]] == [("seven", rev)]
 
 
 @pytest.mark.parametrize(

@@ -294,3 +294,36 @@ def test_results_says_what_each_stage_did_and_where_the_results_are(tmp_path, mo
         "reports/evaluate/samples.parquet" in result.output
         and "mlflow ui --backend-store-uri" in result.output
     )
+
+
+def test_a_sweep_is_the_ablation_with_a_grid_of_variants():
+    from lead.config.ablation import sweep_variants
+
+    variants = sweep_variants({"alpha": [0.05, 0.1], "learning_rate": [1.0e-6, 3.0e-6]})
+    assert variants == {
+        "alpha_0p05__learning_rate_1em06": {"alpha": 0.05, "learning_rate": 1.0e-6},
+        "alpha_0p05__learning_rate_3em06": {"alpha": 0.05, "learning_rate": 3.0e-6},
+        "alpha_0p1__learning_rate_1em06": {"alpha": 0.1, "learning_rate": 1.0e-6},
+        "alpha_0p1__learning_rate_3em06": {"alpha": 0.1, "learning_rate": 3.0e-6},
+    }
+    long = sweep_variants({"max_completion_length": [64, 96], "temperature": [0.7]})
+    assert list(long) == ["p0", "p1"]  # names past a variant name's 40 characters: the point's index
+
+
+def test_lead_sweep_checks_every_point_then_runs_the_ablation_flow_with_them():
+    import shlex
+
+    ok = runner.invoke(
+        app,
+        ["sweep", "alpha=0.05,0.1", "--seeds", "0,1", "--cell-deployment", "lead-cell/gpu", "--dry-run"],
+    )
+    assert ok.exit_code == 0, ok.output
+    command = shlex.split(ok.output.strip().splitlines()[-1])
+    assert command[1:3] == ["-m", "flows.ablation"]
+    assert "ablation.variants={alpha_0p05: {alpha: 0.05}, alpha_0p1: {alpha: 0.1}}" in command
+    assert "ablation.seeds=[0, 1]" in command
+    assert command[-2:] == ["--cell-deployment", "lead-cell/gpu"]
+    typo = runner.invoke(app, ["sweep", "alpah=0.05", "--dry-run"])
+    assert typo.exit_code == 2 and "alpah" in typo.output and "flows.ablation" not in typo.output
+    bad = runner.invoke(app, ["sweep", "alpha=0.05", "--seeds", "one", "--dry-run"])
+    assert bad.exit_code == 2 and "--seeds" in bad.output
