@@ -171,3 +171,36 @@ def test_cells_on_cpu_share_the_cores_instead_of_each_taking_all(monkeypatch):
     assert "OMP_NUM_THREADS" not in stage_env("p", "u", gpu="0")
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's own setting wins
     assert stage_env("p", "u", threads=8)["OMP_NUM_THREADS"] == "3"
+
+
+def test_a_sweep_runs_its_grid_as_an_experiment_of_the_ablation(ws, prefect_server):
+    """`lead sweep`'s points are the ablation's variants: the flow runs them with those overrides as a DVC
+    experiment in a copy (dvc exp show lists it with the grid), the workspace untouched."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from flows.ablation import lead_ablation
+    from lead.cli import app
+
+    shown = CliRunner().invoke(app, ["sweep", "alpha=0.05,0.2", "--seeds", "0", "--dry-run"])
+    assert shown.exit_code == 0, shown.output
+    command = shlex.split(shown.output.strip().splitlines()[-1])
+    overrides = [command[i + 1] for i, arg in enumerate(command) if arg == "-S"]
+    params, status = (
+        (ws / "params.yaml").read_bytes(),
+        subprocess.run(["git", "status", "--porcelain"], cwd=ws, capture_output=True, text=True).stdout,
+    )
+    result = lead_ablation(workspace=str(ws), overrides=overrides, concurrency=2)
+    points = {f"{PIPELINE}:cell@alpha_0p05-0", f"{PIPELINE}:cell@alpha_0p2-0"}
+    assert points <= set(result["cells"]) <= points | {f"{PIPELINE}:baseline@0"}
+    assert (ws / "params.yaml").read_bytes() == params
+    assert (
+        subprocess.run(["git", "status", "--porcelain"], cwd=ws, capture_output=True, text=True).stdout
+        == status
+    )
+    shown = json.loads(dvc(ws, "exp", "show", "--json").stdout)
+    revs = [r for b in shown for e in b.get("experiments") or [] for r in e["revs"]]
+    (saved,) = [r for r in revs if r.get("name") == result["experiment"]["name"]]
+    grid = saved["data"]["params"]["params.yaml"]["data"]["ablation"]["variants"]
+    assert grid == {"alpha_0p05": {"alpha": 0.05}, "alpha_0p2": {"alpha": 0.2}}
