@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from pydantic import Field, create_model
+from pydantic import Field, create_model, model_validator
 
-from lead.config.base import Section, Seed
+from lead.config.base import Section, Seed, _rule
 from lead.core.proxy import Verbosity
 
 # One probability per habit of the proxy traces: a float in [0, 1], keyed, ordered, defaulted and described as
@@ -76,6 +76,13 @@ class WarmstartParams(Section):
         3e-3, gt=0.0, le=1.0, description="peak learning rate (cosine schedule after the warm-up)"
     )
     batch_size: int = Field(32, ge=1, le=65536, description="sequences per device per optimizer step")
+    micro_batches: int = Field(
+        2,
+        ge=1,
+        le=65536,
+        description="forward passes each optimizer step's batch is split into, by length (less padding), "
+        "gradients summed over the whole batch: a speed (and memory) knob, not a change of what is learned",
+    )
     epochs: float = Field(
         1.0,
         gt=0.0,
@@ -93,3 +100,13 @@ class WarmstartParams(Section):
     report: ReportParams = Field(
         ReportParams(), description="`lead warmstart --report`: sampling the warm-started model by level"
     )
+
+    @model_validator(mode="after")
+    def _whole_micro_batches(self) -> WarmstartParams:
+        if self.batch_size % self.micro_batches:
+            raise _rule(
+                "micro_batches",
+                self.micro_batches,
+                f"must divide batch_size ({self.batch_size}) so that every optimizer step sees batch_size sequences",
+            )
+        return self

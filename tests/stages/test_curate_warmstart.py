@@ -54,6 +54,41 @@ def test_warmstart_trains_saves_and_reports(small_params: Params):
     assert all(r.problems == 2 and 0.0 <= r.pass_rate <= 1.0 and r.mean_length > 0 for r in rows)
 
 
+def test_micro_batches_change_the_speed_not_what_is_learned(small_params: Params, tmp_path):
+    """``warmstart.micro_batches`` splits each optimizer step's random batch into forward passes of similar
+    lengths; the trainer normalises the summed loss by the whole batch's completion tokens, so the weights after
+    the steps are the batch's whatever the split (up to float rounding). Each pass's own mean loss averaged
+    (what accumulation gives without that normalisation) would learn something else: the control."""
+    import torch
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    from lead.training.warmstart import base_model_and_tokenizer, proxy_sft_records, sft_config
+
+    def trained(micro_batches: int, token_normalised: bool = True) -> torch.Tensor:
+        small_params.warmstart.micro_batches = micro_batches
+        records = proxy_sft_records(small_params)
+        model, tokenizer = base_model_and_tokenizer(small_params, records)
+        args = sft_config(small_params, tmp_path / f"out{micro_batches}")
+        args.report_to = []
+        trainer = SFTTrainer(
+            model=model, args=args, train_dataset=Dataset.from_list(records), processing_class=tokenizer
+        )
+        trainer.model_accepts_loss_kwargs = token_normalised
+        passes = [len(batch["input_ids"]) for batch in trainer.get_train_dataloader()]
+        assert len(passes) == 4 * micro_batches and sum(passes) == 64  # 4 steps of 16 sequences
+        trainer.train()
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    start, _ = base_model_and_tokenizer(small_params, proxy_sft_records(small_params))
+    start = torch.cat([p.detach().flatten() for p in start.parameters()])
+    whole, split = trained(1), trained(4)
+    moved = (whole - start).abs().max().item()
+    assert moved > 1e-3
+    assert (split - whole).abs().max().item() < 1e-3 * moved
+    assert (trained(4, token_normalised=False) - whole).abs().max().item() > 1e-2 * moved
+
+
 def test_warmstart_disabled_points_at_the_base_model(small_params: Params):
     from lead.stages import warmstart
     from lead.training import warmstart as warmstart_lib

@@ -52,6 +52,11 @@ BAD = [
         ["train.num_generations = 6", "must divide batch_size (64)"],
     ),
     (
+        "micro-batches do not divide the batch",
+        "warmstart: {batch_size: 32, micro_batches: 3}",
+        ["warmstart.micro_batches = 3", "must divide batch_size (32)"],
+    ),
+    (
         "kv heads",
         "model: {tiny: {num_heads: 4, num_kv_heads: 3}}",
         ["model.tiny.num_kv_heads = 3", "num_heads (4)"],
