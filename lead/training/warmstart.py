@@ -121,7 +121,8 @@ def sft_config(params: Params, output_dir: Path):
         # against 0.21). Within a step, transformers' batch_rebalance sampler splits the random batch into
         # `micro_batches` forward passes of similar lengths (padding 1.84x -> ~1.4x with 2) and the trainer
         # sums their gradients normalised by the whole batch's token count (num_items_in_batch): the gradient
-        # of the batch, for ~0.7x the time (bench/RESULTS.md).
+        # of the batch, for ~0.7x the time (bench/RESULTS.md). That sampler shuffles with its own fixed seed, not
+        # data_seed: the order of the batches is the same for every warmstart.seed (their traces differ).
         train_sampling_strategy="batch_rebalance",
         per_device_train_batch_size=ws.batch_size // ws.micro_batches,
         gradient_accumulation_steps=ws.micro_batches,
