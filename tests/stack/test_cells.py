@@ -176,9 +176,9 @@ def test_cells_run_on_both_workers_a_killed_cell_reruns_alone_and_dvc_finds_them
 
     start = min(datetime.fromisoformat(r["start_time"]) for r in runs)
     end = max(datetime.fromisoformat(r["end_time"]) for r in runs)
-    busy = sum(r["total_run_time"] for r in runs)
+    busy, span = sum(r["total_run_time"] for r in runs), (end - start).total_seconds()
     print(
-        f"\ntwo workers: 5 cells' flow runs took {busy:.0f} s in all, within {(end - start).total_seconds():.0f} s "
-        f"({busy / (end - start).total_seconds():.2f} at once on average); the whole first run {first_seconds:.0f} s "
+        f"\n{len(WORKERS)} worker(s): 5 cells' flow runs took {busy:.0f} s in all, within {span:.0f} s "
+        f"({busy / span:.2f} at once on average); the whole first run {first_seconds:.0f} s "
         f"(upstream stages included); the rerun of the killed cell {result['cells_seconds']} s"
     )
