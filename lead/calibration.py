@@ -26,9 +26,9 @@ Outputs
   (:mod:`lead.stages.calibrate_stage2`: the same calibration with the stage-1 model and its own rule).
 * ``<paths.curated>/calibrate.manifest.json``, written last: the content fingerprints of these outputs and of
   the model sampled (:func:`lead.io.fingerprint.publish`); readers refuse outputs it does not name.
-* ``<paths.reports>/calibrate/summary.json``: counts per band, kept, the histogram, what was sampled vs.
-  reused, time, grader statistics of this run's completions; ``headline.json`` (DVC metrics): kept, kept
-  share, mean pass rate.
+* ``<paths.reports>/calibrate/summary.json``: counts per band, kept, the histogram (and, when the pool has
+  difficulty levels, per level: problems, kept, mean pass rate, histogram), what was sampled vs. reused, time,
+  grader statistics of this run's completions; ``headline.json`` (DVC metrics): kept, kept share, mean pass rate.
 * ``<paths.reports>/calibrate/histogram.csv`` (the table: ``pass_rate,problems,kept``) and
   ``pass_rate_histogram.png`` (also logged to MLflow, run tagged ``stage=calibrate``).
 
@@ -386,6 +386,7 @@ def calibrate_pool(
         out.to_parquet(tmp, index=False)
 
     histogram = difficulty.pass_rate_histogram((r.correct for r in records), cfg.samples)
+    by_level = _by_level(out, [r.correct for r in records], cfg.samples)
     kept = int(out["keep"].sum())
     summary = {
         **(extra or {}),
@@ -397,6 +398,7 @@ def calibrate_pool(
         "kept_share": round(kept / len(out), 4) if len(out) else 0.0,
         "bands": difficulty.band_counts(rates, cfg.bands),
         "histogram": {f"{p:g}": n for p, n in histogram},
+        **({"by_level": by_level} if by_level else {}),
         "mean_pass_rate": round(statistics.fmean(rates), 4) if rates else 0.0,
         "mean_length": round(statistics.fmean(r.mean_length for r in records), 2) if records else 0.0,
         "sampled_problems": cal.sampled,
@@ -421,7 +423,7 @@ def calibrate_pool(
         "pass_rate,problems,kept\n"
         + "".join(f"{p:g},{n},{int(k)}\n" for (p, n), k in zip(histogram, kept_at, strict=True)),
     )
-    _plot_histogram(files["histogram_plot"], histogram, kept_at, summary)
+    _plot_histogram(files["histogram_plot"], histogram, kept_at, summary, by_level)
     if target.stage == "calibrate" and not kept:
         # Stage 1's pool is all train gets: stop here, where the reason is known, with the reports written
         # (the histogram shows it) and nothing published. Stage 2 keeps p = 0, and only train_stage2 knows the
@@ -437,23 +439,61 @@ def calibrate_pool(
     return summary
 
 
+def _by_level(pool: Any, correct: list[int], k: int) -> dict[str, dict[str, Any]]:
+    """Per difficulty level of the pool (its ``level`` column, when every problem has one): problems, kept,
+    mean pass rate and the pass-rate histogram -- whether the keep band holds the hard problems AD weights up."""
+    if "level" not in pool or pool["level"].isna().any():
+        return {}
+    histograms = difficulty.pass_rate_histogram_by_level(pool["level"], correct, k)
+    out = {}
+    for level, histogram in histograms.items():
+        rows = pool[pool["level"].astype(str) == level]
+        out[level] = {
+            "problems": len(rows),
+            "kept": int(rows["keep"].sum()),
+            "mean_pass_rate": round(float(rows["pass_rate"].mean()), 4),
+            "histogram": {f"{p:g}": n for p, n in histogram},
+        }
+    return out
+
+
 def _plot_histogram(
-    path: Path, histogram: list[tuple[float, int]], kept: list[bool], summary: dict[str, Any]
+    path: Path,
+    histogram: list[tuple[float, int]],
+    kept: list[bool],
+    summary: dict[str, Any],
+    by_level: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    """Bar chart of problems per pass rate c/k, kept bars filled, dropped ones grey (Agg, no pyplot state)."""
+    """Bar chart of problems per pass rate c/k, stacked by difficulty level when the pool has levels; kept bars
+    opaque, dropped ones faded (Agg, no pyplot state)."""
+    from matplotlib import colormaps
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.4, 3.6), layout="constrained")
     ax = fig.subplots()
     k = summary["samples_per_problem"]
-    ax.bar(
-        [p for p, _ in histogram],
-        [n for _, n in histogram],
-        width=0.8 / k,
-        color=["tab:blue" if keep else "lightgrey" for keep in kept],
-        edgecolor="black",
-        linewidth=0.5,
-    )
+    rates = [p for p, _ in histogram]
+    if by_level:
+        colours = colormaps["viridis"].resampled(len(by_level))
+        bottom = [0] * len(rates)
+        for i, (level, row) in enumerate(by_level.items()):
+            counts = list(row["histogram"].values())
+            bars = ax.bar(
+                rates, counts, width=0.8 / k, bottom=bottom, color=colours(i), label=f"level {level}"
+            )
+            for bar, keep in zip(bars, kept, strict=True):
+                bar.set_alpha(1.0 if keep else 0.3)
+            bottom = [b + n for b, n in zip(bottom, counts, strict=True)]
+        ax.legend(fontsize=7, ncols=2, title="faded: dropped", title_fontsize=7)
+    else:
+        ax.bar(
+            rates,
+            [n for _, n in histogram],
+            width=0.8 / k,
+            color=["tab:blue" if keep else "lightgrey" for keep in kept],
+            edgecolor="black",
+            linewidth=0.5,
+        )
     ax.set_xlabel(f"pass rate (correct / {k} samples)")
     ax.set_ylabel("problems")
     ax.set_xlim(-0.6 / k, 1 + 0.6 / k)
@@ -483,6 +523,13 @@ def log_to_mlflow(summary: dict[str, Any], target: Target) -> None:
         )
     }
     numeric.update({f"grader.{name}": float(v) for name, v in summary["grader"].items()})
+    numeric.update(
+        {
+            f"level_{level}.{name}": float(row[name])
+            for level, row in summary.get("by_level", {}).items()
+            for name in ("kept", "mean_pass_rate")
+        }
+    )
     mlflow.log_metrics(numeric)
     mlflow.set_tags(
         {"model": summary["model"], "backend": summary["backend"], "settings": summary["settings"]}

@@ -170,6 +170,7 @@ ABLATION: dict[str, Stage] = {
                 "markdown": "${paths.reports}/ablation/ablation.md",
                 "metrics": "${paths.reports}/ablation/metrics.json",
                 "plot": "${paths.reports}/ablation/ablation.png",
+                "curves": "${paths.reports}/ablation/curves.png",
             },
             "result",
         ),

@@ -250,6 +250,23 @@ CLAIMS = (
 )
 
 
+def mean_curve(curves: Sequence[Sequence[Mapping[str, Any]]], key: str) -> tuple[list[int], list[float]]:
+    """A variant's training curve ``key`` averaged over its seeds, step by step: ``(steps, means)`` over the steps
+    every seed logged a value at (a step a seed lacks, or logged as None, is left out rather than averaged over
+    fewer seeds).
+
+    >>> mean_curve([[{"step": 1, "r": 0.0}, {"step": 2, "r": 1.0}], [{"step": 1, "r": 1.0}]], "r")
+    ([1], [0.5])
+    """
+    values: dict[int, list[float]] = {}
+    for curve in curves:
+        for point in curve:
+            if point.get(key) is not None:
+                values.setdefault(int(point["step"]), []).append(float(point[key]))
+    steps = sorted(step for step, v in values.items() if len(v) == len(curves))
+    return steps, [statistics.fmean(values[step]) for step in steps]
+
+
 def by_seed(runs: Sequence[Mapping[str, Any]], score: str) -> dict[int, Any]:
     return {int(r["seed"]): r.get(score) for r in runs}
 

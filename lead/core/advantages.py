@@ -143,7 +143,8 @@ def lead_advantages(
 
 
 def lead_metrics(batch: dict[str, np.ndarray], advantages: np.ndarray, group_size: int) -> dict[str, float]:
-    """Per-step diagnostics: shares and rewards by outcome, lengths, online pass rate ρ, AD weights, drops."""
+    """Per-step diagnostics: shares and rewards by outcome, lengths, online pass rate ρ, AD weights (mean, and
+    the spread of w(ρ) over the informative groups), drops."""
     codes, lengths, rewards = batch["codes"], batch["lengths"], batch["rewards"]
     out: dict[str, float] = {}
     for i, outcome in enumerate(OUTCOMES):
@@ -165,5 +166,11 @@ def lead_metrics(batch: dict[str, np.ndarray], advantages: np.ndarray, group_siz
         out[f"lead/rho_{name}"] = float(inside.mean())  # a 4-bin histogram of the groups' pass rates
     out["lead/weight_positive_mean"] = float(difficulty_weight(rho).mean())
     out["lead/weight_negative_mean"] = float(difficulty_weight(1 - rho).mean())
+    # AD acts only if the weights differ across the groups that carry a signal (0 < rho < 1): their spread
+    # (population std, 0 with fewer than two such groups) says whether it had anything to reweight this step.
+    informative = (rho > 0) & (rho < 1)
+    out["lead/weight_spread"] = (
+        float(difficulty_weight(rho[informative]).std()) if informative.sum() > 1 else 0.0
+    )
     out["lead/dropped_groups"] = float((np.abs(advantages.reshape(-1, group_size)).sum(axis=1) == 0).mean())
     return out

@@ -224,6 +224,21 @@ def pass_rate_histogram(correct_counts: Iterable[int], k: int) -> list[tuple[flo
     return [(c / k, n) for c, n in enumerate(counts)]
 
 
+def pass_rate_histogram_by_level(
+    levels: Iterable[Any], correct_counts: Iterable[int], k: int
+) -> dict[str, list[tuple[float, int]]]:
+    """:func:`pass_rate_histogram` per difficulty level (``str(level)``, in sorted order): where in the pass-rate
+    range each level's problems sit, i.e. whether the keep band holds hard problems for AD to weight up.
+
+    >>> pass_rate_histogram_by_level([1, 2, 1], [2, 0, 1], 2)
+    {'1': [(0.0, 0), (0.5, 1), (1.0, 1)], '2': [(0.0, 1), (0.5, 0), (1.0, 0)]}
+    """
+    by_level: dict[Any, list[int]] = {}
+    for level, c in zip(levels, correct_counts, strict=True):
+        by_level.setdefault(level, []).append(c)
+    return {str(level): pass_rate_histogram(counts, k) for level, counts in sorted(by_level.items())}
+
+
 def _check_edges(edges: Sequence[float]) -> None:
     if any(not 0.0 < e < 1.0 for e in edges) or any(a >= b for a, b in itertools.pairwise(edges)):
         raise ValueError(f"band edges must be strictly increasing and inside (0, 1), got {list(edges)}")

@@ -171,7 +171,11 @@ class Verbosity:
     """Probabilities of each redundant habit in a warm-start trace (drawn independently).
 
     ``slip`` is the per-step chance of an arithmetic slip (off by 1–3); ``fix`` the chance that a slip
-    is followed by "Wait, that is wrong." and the correct value instead of propagating.
+    is followed by "Wait, that is wrong." and the correct value instead of propagating. ``misread`` is the
+    per-trace chance of a systematic wrong habit: every "subtract k" of the problem is done as "+k". The
+    model learns it as a choice at the first subtraction (later steps follow the trace's own earlier lines);
+    a whole-chain 0/1 reward sees it (a misread chain is wrong), so RL can move the policy off it, where the
+    model's own imprecise arithmetic is not a choice it can re-weight (``bench/ABLATION.md``).
 
     These fields are the params keys ``warmstart.verbosity`` (:mod:`lead.config.warmstart` builds its section from
     them): each field's ``description`` is the key's description, so a habit is named, defaulted and described here
@@ -186,6 +190,11 @@ class Verbosity:
     slip: float = _habit(0.06, "per step: chance of an arithmetic slip (off by 1 to 3)")
     fix: float = _habit(
         0.4, "chance a slip is corrected after 'Wait, that is wrong.' (else it propagates to the answer)"
+    )
+    misread: float = _habit(
+        0.0,
+        "chance a trace reads every 'subtract' as 'add': a wrong habit that the other traces contradict, a "
+        "choice RL can unlearn (slips are precision, which it cannot)",
     )
 
 
@@ -209,8 +218,11 @@ def solution_trace(
         lines.append(f"We start with {problem.start} and apply {problem.level} operations.")
     if draw() < v.plan:
         lines.append("I will go step by step.")
+    # Drawn only when the habit is on, so that traces without it keep the random stream they always had.
+    misread = v.misread > 0 and draw() < v.misread
     value, computed = problem.start, []
-    for op, operand in problem.steps:
+    for read, operand in problem.steps:
+        op = "+" if misread and read == "-" else read
         true = apply_op(value, op, operand)
         result = true
         if draw() < v.slip:

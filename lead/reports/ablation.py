@@ -8,7 +8,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from lead.core.ablation import LENGTH_RATIO_GOAL, PASS_SLACK, RL_GAIN_GOAL, WARMSTART, label
+from lead.core.ablation import LENGTH_RATIO_GOAL, PASS_SLACK, RL_GAIN_GOAL, WARMSTART, label, mean_curve
 from lead.core.evaluation import level_order
 
 
@@ -146,5 +146,39 @@ def figure(variants: Mapping[str, Sequence[Mapping[str, Any]]], summary: Mapping
     for a in (ax, levels):
         a.grid(alpha=0.3)
         a.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+# The training curves of the ablation's figure: (curve key, panel title, y label).
+CURVE_PANELS = (
+    ("reward", "mean reward", "reward"),
+    ("length", "completion length", "tokens"),
+    ("truncated", "share cut at the token limit (E's third outcome)", "share"),
+    ("weight_spread", "AD weights' spread over informative groups", "std of w(ρ)"),
+)
+
+
+def curves_figure(curves: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]]) -> Figure:
+    """The training curves of every variant (:data:`CURVE_PANELS`), each the mean over its seeds, one colour per
+    variant as in :func:`figure` (C1, C2, ... after the warm start). A curve a cell did not log is left out."""
+    fig = Figure(figsize=(11, 7))
+    axes = fig.subplots(2, 2).ravel()
+    for i, (name, runs) in enumerate(curves.items(), start=1):
+        for ax, (key, _, _) in zip(axes, CURVE_PANELS, strict=True):
+            steps, means = mean_curve(runs, key)
+            if steps:
+                ax.plot(
+                    steps,
+                    means,
+                    color=f"C{i}",
+                    label=f"{label(name)} ({len(runs)} seed{'s' * (len(runs) != 1)})",
+                )
+    for ax, (_, title, ylabel) in zip(axes, CURVE_PANELS, strict=True):
+        ax.set(xlabel="step", ylabel=ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Training curves per variant (mean over seeds)", fontsize=11)
     fig.tight_layout()
     return fig

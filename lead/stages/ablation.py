@@ -11,7 +11,9 @@ cell stops it, naming the cells to run), then writes, under ``<paths.reports>/ab
 * ``ablation.md`` — the tables and the verdict per claim (:func:`lead.reports.ablation.markdown`);
 * ``metrics.json`` — the headline per variant (Pass@1, length, precision, hardest levels, gain), the
   verdicts: what ``dvc metrics show`` and ``dvc exp show`` list;
-* ``ablation.png`` — Pass@1 against mean length (dots: seeds; markers: mean ± std) and Pass@1 per level.
+* ``ablation.png`` — Pass@1 against mean length (dots: seeds; markers: mean ± std) and Pass@1 per level;
+* ``curves.png`` — the training curves per variant, mean over seeds: reward, completion length, share cut at the
+  token limit, and the spread of AD's weights (what E and AD had to act on, step by step).
 
 MLflow: one run (tag ``stage=ablation``) with the summaries as metrics and the three files as artifacts; every
 cell's run becomes its child, so variants compare side by side in the MLflow UI.
@@ -26,14 +28,19 @@ from lead.config import Params
 from lead.core import ablation
 from lead.dag import CELL_RESULT, StageError, ablation_output, cell_result_dir
 from lead.io.files import write_json, write_text
-from lead.reports.ablation import figure, markdown
+from lead.reports.ablation import curves_figure, figure, markdown
 from lead.stages._common import stage_main
 
 HEADLINE = ("pass_at_1", "mean_length", "precision", "hard_pass_at_1")  # metrics.json's scores per variant
 
 
-def read_cells(params: Params) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]], list[str]]:
-    """(variants → per-seed rows, the warm start's per-seed rows, the cells' MLflow run ids)."""
+def read_cells(
+    params: Params,
+) -> tuple[
+    dict[str, list[dict[str, Any]]], list[dict[str, Any]], list[str], dict[str, list[list[dict[str, Any]]]]
+]:
+    """(variants → per-seed rows, the warm start's per-seed rows, the cells' MLflow run ids, variants → per-seed
+    training curves)."""
     cfg = params.ablation
     wanted = [(None, s) for s in cfg.seeds] + [(v, s) for v in cfg.variants for s in cfg.seeds]
     missing = [
@@ -48,14 +55,17 @@ def read_cells(params: Params) -> tuple[dict[str, list[dict[str, Any]]], list[di
             "(`dvc repro ablation/dvc.yaml`, or the `lead-ablation` flow)"
         )
     variants: dict[str, list[dict[str, Any]]] = {v: [] for v in cfg.variants}
+    curves: dict[str, list[list[dict[str, Any]]]] = {v: [] for v in cfg.variants}
     baseline: list[dict[str, Any]] = []
     runs = []
     for v, s in wanted:
         result = json.loads((cell_result_dir(params, v, s) / CELL_RESULT).read_text())
         row = {"seed": s, **result["scores"]}
         (baseline if v is None else variants[v]).append(row)
+        if v is not None:
+            curves[v].append(result["train"].get("curve") or [])
         runs.append(result["mlflow_run_id"])
-    return variants, baseline, runs
+    return variants, baseline, runs, curves
 
 
 def penalty_notes(params: Params, summary: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -98,7 +108,7 @@ def run(params: Params) -> dict[str, Any]:
     from lead.io.tracking import stage_run
 
     cfg = params.ablation
-    variants, baseline_runs, run_ids = read_cells(params)
+    variants, baseline_runs, run_ids, curves = read_cells(params)
     summary = ablation.summarise({ablation.WARMSTART: baseline_runs, **variants})
     claims = ablation.judge(variants)
     gains = ablation.rl_gains(variants, baseline_runs)
@@ -126,7 +136,9 @@ def run(params: Params) -> dict[str, Any]:
             "evaluate_max_new_tokens": params.evaluate.max_new_tokens,
         },
     }
-    files = {name: ablation_output(params, name) for name in ("result", "markdown", "metrics", "plot")}
+    files = {
+        name: ablation_output(params, name) for name in ("result", "markdown", "metrics", "plot", "curves")
+    }
     headline: dict[str, Any] = {name: {k: s[f"{k}_mean"] for k in HEADLINE} for name, s in summary.items()}
     for name, gain in gains.items():
         headline[name]["gain"] = gain["mean"] if gain else None
@@ -137,6 +149,7 @@ def run(params: Params) -> dict[str, Any]:
         write_json(files["result"], result)
         write_text(files["markdown"], markdown(summary, goal, claims, gains, notes))
         figure({ablation.WARMSTART: baseline_runs, **variants}, summary).savefig(files["plot"], dpi=120)
+        curves_figure(curves).savefig(files["curves"], dpi=120)
         for name, s in summary.items():
             mlflow.log_metrics(
                 {
@@ -147,7 +160,7 @@ def run(params: Params) -> dict[str, Any]:
             )
         mlflow.log_metric("target_met", float(goal["met"]))
         mlflow.set_tags({f"claim.{c['key']}": c["verdict"] for c in claims})
-        for path in (files["result"], files["markdown"], files["plot"]):
+        for path in (files["result"], files["markdown"], files["plot"], files["curves"]):
             mlflow.log_artifact(str(path))
         result["cells_in_mlflow"] = _adopt(mlflow.MlflowClient(), parent.info.run_id, run_ids)
         result["mlflow_run_id"] = parent.info.run_id

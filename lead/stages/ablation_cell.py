@@ -11,7 +11,8 @@ Outputs, per cell ``<variant>-s<seed>`` (``warmstart-s<seed>`` for the baseline)
 
 * ``<paths.reports>/ablation/cells/<cell>/`` — the evaluate stage's reports (``evaluate/metrics.json``,
   ``samples.parquet``, plots) and, written last, ``result.json``: the cell's scores
-  (:func:`lead.core.ablation.cell_scores`), the trained model's fingerprint, its MLflow run, seconds;
+  (:func:`lead.core.ablation.cell_scores`), the trained model's fingerprint, its training curve (reward, length,
+  share correct and cut, AD weights' spread per step), its MLflow run, seconds;
 * ``<paths.models>/ablation/<cell>/`` — the trained model; its checkpoints (the resume points of a killed cell,
   outside DVC) are in ``<paths.resume>/ablation/<cell>``.
 
@@ -85,7 +86,9 @@ def run(params: Params, variant: str | None = None, seed: int = 0) -> dict[str, 
         "variant": name,
         "seed": seed,
         "scores": scores,
-        "train": {k: trained.get(k) for k in ("model", "steps", "seconds", "first_reward", "last_reward")},
+        "train": {
+            k: trained.get(k) for k in ("model", "steps", "seconds", "first_reward", "last_reward", "curve")
+        },
         "evaluated": p.evaluate.model,
         "mlflow_run_id": run.info.run_id,
         "seconds": round(time.perf_counter() - started, 1),

@@ -182,6 +182,8 @@ def _what_it_did(
                 "reward": h["reward"],
                 "length": h.get("lead/length_mean"),
                 "correct": h.get("lead/share_correct"),
+                "truncated": h.get("lead/truncated"),
+                "weight_spread": h.get("lead/weight_spread"),
             }
             for h in history
         ],

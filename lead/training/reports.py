@@ -42,25 +42,31 @@ def write_headline(params: Params, stage: str, summary: dict[str, Any]) -> Path:
     return path
 
 
+# A training curve's columns, per logged step: the mean reward, completion length, share correct, share cut at the
+# token limit, and the spread of AD's weights over the informative groups (lead.core.advantages.lead_metrics).
+CURVE_COLUMNS = ("step", "reward", "length", "correct", "truncated", "weight_spread")
+
+
 def write_curves(stem: Path, curve: list[dict[str, Any]]) -> list[Path]:
-    """Reward, completion length and share correct per logged step: ``<stem>.csv`` (the numbers) and ``<stem>.png``
-    (two panels), which ``dvc plots diff`` shows side by side for two experiments or commits."""
+    """The columns of :data:`CURVE_COLUMNS` per logged step: ``<stem>.csv`` (the numbers) and ``<stem>.png``
+    (reward, length, AD weights' spread), which ``dvc plots diff`` shows side by side for two experiments or commits."""
     from matplotlib.figure import Figure
 
     table = stem.with_suffix(".csv")
     rows = "".join(
-        f"{p['step']},{p['reward']},{'' if p['length'] is None else p['length']},"
-        f"{'' if p['correct'] is None else p['correct']}\n"
+        ",".join("" if p.get(column) is None else str(p[column]) for column in CURVE_COLUMNS) + "\n"
         for p in curve
     )
-    write_text(table, "step,reward,length,correct\n" + rows)
-    fig = Figure(figsize=(8, 3.2), layout="constrained")
-    reward, length = fig.subplots(1, 2)
+    write_text(table, ",".join(CURVE_COLUMNS) + "\n" + rows)
+    fig = Figure(figsize=(11, 3.2), layout="constrained")
+    reward, length, weights = fig.subplots(1, 3)
     steps = [p["step"] for p in curve]
     reward.plot(steps, [p["reward"] for p in curve], color="tab:blue")
     reward.set(xlabel="step", ylabel="mean reward", title="reward")
     length.plot(steps, [p["length"] for p in curve], color="tab:orange")
     length.set(xlabel="step", ylabel="tokens", title="completion length")
+    weights.plot(steps, [p.get("weight_spread") for p in curve], color="tab:green")
+    weights.set(xlabel="step", ylabel="std of w(ρ)", title="AD weights' spread (informative groups)")
     image = stem.with_suffix(".png")
     with atomic_path(image) as tmp:
         fig.savefig(tmp, dpi=110, format="png")

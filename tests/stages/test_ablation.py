@@ -39,6 +39,8 @@ def test_cells_then_the_report_with_every_claim_and_one_mlflow_parent(params: Pa
             ablation_cell.run(params, variant, seed)
     cell = json.loads((params.paths.reports / "ablation/cells/lead-s1/result.json").read_text())
     assert cell["variant"] == "lead" and cell["seed"] == 1 and cell["train"]["steps"] == 1
+    [point] = cell["train"]["curve"]  # a point per logged step: what the report's curves are drawn from
+    assert point["step"] == 1 and {"reward", "length", "truncated", "weight_spread"} <= set(point)
     assert 0.0 <= cell["scores"]["pass_at_1"] <= 1.0 and "level_1" in cell["scores"]["levels"]
     assert (params.paths.models / "ablation" / "lead-s1" / "model.safetensors").exists()
     assert (
@@ -60,6 +62,7 @@ def test_cells_then_the_report_with_every_claim_and_one_mlflow_parent(params: Pa
     assert set(metrics["grpo"]) == {"pass_at_1", "mean_length", "precision", "hard_pass_at_1", "gain"}
     assert "| GRPO-LEAD | 2 |" in (params.paths.reports / "ablation" / "ablation.md").read_text()
     assert (params.paths.reports / "ablation" / "ablation.png").stat().st_size > 0
+    assert (params.paths.reports / "ablation" / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
     mlflow.set_tracking_uri(params.tracking.uri)
     children = mlflow.search_runs(

@@ -196,6 +196,16 @@ def test_pass_rates_keep_bands_and_histogram_are_exact(params: Params, scripted)
     }
     assert summary["kept"] == 24
     assert summary["grader"]["correct"] == sum(expected) and summary["grader"]["fast_path"] == 160
+    # Per difficulty level (the pool's levels 1, 2, 3 in turn): where each level's problems sit in the band.
+    assert out["level"].tolist() == [1 + j % 3 for j in range(40)]
+    for level in (1, 2, 3):
+        mine = [c for j, c in enumerate(expected) if 1 + j % 3 == level]
+        assert summary["by_level"][str(level)] == {
+            "problems": len(mine),
+            "kept": sum(0 < c < 4 for c in mine),
+            "mean_pass_rate": round(sum(mine) / len(mine) / 4, 4),
+            "histogram": {f"{c / 4:g}": mine.count(c) for c in range(5)},
+        }
     # Another stage-1 band from params: 0.25 < p < 1.
     params.calibrate.min_pass_rate = 0.25
     assert calibration.calibrate_pool(params)["kept"] == 16

@@ -90,10 +90,9 @@ def test_train_stage_saves_the_model_and_logs_lead_metrics(rl_params):
     client = mlflow.MlflowClient()
     assert [m.step for m in client.get_metric_history(run.info.run_id, "reward")] == [1, 2]
     curves = (rl_params.paths.reports / "train_curves.csv").read_text().splitlines()
-    assert curves[0] == "step,reward,length,correct" and [line.split(",")[0] for line in curves[1:]] == [
-        "1",
-        "2",
-    ]
+    assert curves[0] == "step,reward,length,correct,truncated,weight_spread"
+    assert [line.split(",")[0] for line in curves[1:]] == ["1", "2"]
+    assert all(len(line.split(",")) == 6 and line.split(",")[5] != "" for line in curves[1:])
     assert (rl_params.paths.reports / "train_curves.png").stat().st_size > 0
     assert "curve" not in json.loads((rl_params.paths.reports / "train.json").read_text())
     headline = json.loads((rl_params.paths.reports / "train_headline.json").read_text())  # DVC's metrics

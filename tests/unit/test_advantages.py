@@ -289,3 +289,23 @@ def test_lead_metrics_of_a_step():
         float(difficulty_weight(np.array([0.5, 0.0])).mean())
     )
     assert out["lead/dropped_groups"] == 0.5
+    assert out["lead/weight_spread"] == 0.0  # one informative group: nothing to reweight against
+
+
+def test_the_weight_spread_is_over_the_informative_groups_only():
+    from lead.core.advantages import lead_metrics
+    from lead.core.outcomes import OUTCOMES, Outcome
+
+    right, wrong = OUTCOMES.index(Outcome.CORRECT), OUTCOMES.index(Outcome.WRONG)
+    # Groups of 4 with rho = 1/4, 3/4, 0 (dropped) and 1 (dropped).
+    correct = [1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1]
+    batch = {
+        "codes": np.array([right if c else wrong for c in correct]),
+        "lengths": np.full(16, 10.0),
+        "rewards": np.array([1.0 if c else -1.0 for c in correct]),
+        "truncated": np.zeros(16, dtype=bool),
+    }
+    out = lead_metrics(batch, np.zeros(16), group_size=4)
+    w = difficulty_weight(np.array([0.25, 0.75]))
+    assert out["lead/weight_spread"] == pytest.approx(float(np.std(w)))
+    assert out["lead/weight_spread"] == pytest.approx(abs(w[0] - w[1]) / 2)

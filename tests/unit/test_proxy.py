@@ -101,3 +101,32 @@ def test_trace_arithmetic_lines_are_true_unless_slipped():
         trace = solution_trace(p, rng, Verbosity(slip=0.0, reverify=1.0, check=1.0))
         for a, op, b, c in re.findall(r"(-?\d+)([+*-])(\d+)=(-?\d+)", trace):
             assert apply_op(int(a), op, int(b)) == int(c)
+
+
+def test_a_misread_trace_adds_where_the_problem_subtracts_and_the_others_do_not():
+    problems = [
+        p for p in generate_problems(400, split="train", seed=3) if any(op == "-" for op, _ in p.steps)
+    ]
+    traces = list(
+        warmstart_traces(problems, per_problem=4, seed=0, verbosity=Verbosity(slip=0.0, misread=0.3))
+    )
+    misread = 0
+    for p, t in traces:
+        ops = re.findall(r"^-?\d+([+*-])\d+=", t.split("</think>")[0], flags=re.M)[: p.level]
+        read = [op for op, _ in p.steps]
+        if ops == read:
+            assert extract_answer(t) == str(p.answer)
+        else:
+            # The habit is the whole trace's: every subtraction added, nothing else changed.
+            assert ops == ["+" if op == "-" else op for op in read]
+            misread += 1
+    assert 0.2 < misread / len(traces) < 0.4
+
+
+def test_the_misread_habit_off_leaves_the_traces_as_they_were():
+    # Off, the habit draws nothing: the warm start's corpus (and so the default model) is unchanged by it.
+    problems = generate_problems(100, split="train", seed=4)
+    rng_a, rng_b = random.Random(5), random.Random(5)
+    assert [solution_trace(p, rng_a) for p in problems] == [
+        solution_trace(p, rng_b, Verbosity(misread=0.0)) for p in problems
+    ]
