@@ -238,7 +238,8 @@ CLAIMS = (
         1,
     ),
     # The faithful preset's outcome table (cut-off 0, wrong −1) has three levels where paper's has two:
-    # measured when ablation.variants holds both (e.g. {preset: faithful} over lead's and grpo_l_ad's keys).
+    # measured when ablation.variants holds both (recipes/proxy-headroom.yaml: {preset: faithful} over lead's and
+    # grpo_l_ad's keys, with the two faithful rules that would switch the proxy's reward off put back).
     Claim(
         "E (faithful)",
         "the explicit penalty raises precision, faithful preset",
