@@ -44,6 +44,8 @@ LABELS = {
     "grpo_l": "GRPO+L",
     "grpo_l_ad": "GRPO+L+AD",
     "lead": "GRPO-LEAD",
+    "grpo_l_ad_faithful": "GRPO+L+AD (faithful)",
+    "lead_faithful": "GRPO-LEAD (faithful)",
 }
 LENGTH_RATIO_GOAL = 0.8
 PASS_SLACK = 0.01

@@ -22,6 +22,7 @@ cell's run becomes its child, so variants compare side by side in the MLflow UI.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from lead.config import Params
@@ -32,6 +33,16 @@ from lead.reports.ablation import curves_figure, figure, markdown
 from lead.stages._common import stage_main
 
 HEADLINE = ("pass_at_1", "mean_length", "precision", "hard_pass_at_1")  # metrics.json's scores per variant
+
+
+def claim_tag(key: str) -> str:
+    """The MLflow tag of a claim's verdict: ``claim.<key>`` with what MLflow refuses in a name (``E (faithful)``'s
+    parentheses) left out.
+
+    >>> claim_tag("E (faithful)"), claim_tag("AD")
+    ('claim.E faithful', 'claim.AD')
+    """
+    return "claim." + re.sub(r"[^\w\-. /]", "", key)
 
 
 def read_cells(
@@ -159,7 +170,7 @@ def run(params: Params) -> dict[str, Any]:
                 }
             )
         mlflow.log_metric("target_met", float(goal["met"]))
-        mlflow.set_tags({f"claim.{c['key']}": c["verdict"] for c in claims})
+        mlflow.set_tags({claim_tag(c["key"]): c["verdict"] for c in claims})
         for path in (files["result"], files["markdown"], files["plot"], files["curves"]):
             mlflow.log_artifact(str(path))
         result["cells_in_mlflow"] = _adopt(mlflow.MlflowClient(), parent.info.run_id, run_ids)
