@@ -46,6 +46,7 @@ LABELS = {
     "lead": "GRPO-LEAD",
     "grpo_l_ad_faithful": "GRPO+L+AD (faithful)",
     "lead_faithful": "GRPO-LEAD (faithful)",
+    "grpo_e_faithful": "GRPO+E (faithful)",
 }
 LENGTH_RATIO_GOAL = 0.8
 PASS_SLACK = 0.01
@@ -247,6 +248,17 @@ CLAIMS = (
         "the explicit penalty raises precision, faithful preset",
         "lead_faithful",
         "grpo_l_ad_faithful",
+        "precision",
+        1,
+    ),
+    # The same table without L, whose shortening removes most cut completions before E can score them apart:
+    # plain GRPO (every non-correct outcome 0) against wrong −1 / cut 0. With paper's table (wrong = cut = −1) E
+    # without L is no change at all: 2r − 1 instead of r, which the group's normalisation undoes.
+    Claim(
+        "E (faithful, no L)",
+        "the explicit penalty raises precision, faithful preset, without the length reward",
+        "grpo_e_faithful",
+        "grpo",
         "precision",
         1,
     ),

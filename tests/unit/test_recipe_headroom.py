@@ -40,3 +40,12 @@ def test_faithful_without_the_penalty_is_the_paper_variant_but_for_reading_a_cut
     assert _differences(_resolved("grpo_l_ad_faithful"), _resolved("grpo_l_ad")) == {
         "rules.truncation": ("graded", "unfinished"),
     }
+
+
+def test_faithful_e_without_l_differs_from_plain_grpo_in_the_outcome_table_and_how_a_cut_answer_is_read():
+    # Plain GRPO scores every non-correct outcome 0; E under faithful's table: wrong -1, cut 0, loop -2.
+    assert _differences(_resolved("grpo_e_faithful"), _resolved("grpo")) == {
+        "lead.wrong": (-1.0, 0.0),
+        "lead.degenerate": (-2.0, 0.0),
+        "rules.truncation": ("graded", "unfinished"),
+    }
