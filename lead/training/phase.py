@@ -142,7 +142,7 @@ def _trainer(params: Params, start: str, rows, dev, ckpt: Path, stage: str, lead
         eval_dataset=Dataset.from_list(dev) if dev else None,
         processing_class=tokenizer,
         lead=lead,
-        callbacks=[RichProgressCallback(f"{stage} (GRPO-LEAD)"), SealCheckpoints(), table],
+        callbacks=[RichProgressCallback(f"{stage} ({lead.method})"), SealCheckpoints(), table],
         peft_config=lora_config(params.train.lora),
     )
     trainer.remove_callback(PrinterCallback)

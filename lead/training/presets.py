@@ -62,6 +62,27 @@ class LeadSettings:
     scale_by_std: bool = True
     rules: OutcomeRules = field(default_factory=OutcomeRules)
 
+    @property
+    def method(self) -> str:
+        """What these settings train, by the parts on: ``GRPO``, ``GRPO+L``, ``GRPO+E``, ``GRPO+L+AD``, ...,
+        ``GRPO-LEAD`` (all three). E is on when any non-correct outcome scores other than 0.
+
+        >>> LeadSettings().method, LeadSettings(alpha=0.0, wrong=0.0, degenerate=0.0, reweight=False).method
+        ('GRPO-LEAD', 'GRPO')
+        >>> LeadSettings(wrong=0.0, unfinished=0.0, degenerate=0.0).method
+        'GRPO+L+AD'
+        """
+        parts = [
+            name
+            for name, on in (
+                ("L", self.alpha > 0),
+                ("E", any(v != 0 for v in (self.wrong, self.unfinished, self.degenerate))),
+                ("AD", self.reweight),
+            )
+            if on
+        ]
+        return "GRPO-LEAD" if len(parts) == 3 else "+".join(["GRPO", *parts])
+
 
 PRESETS: dict[str, dict[str, Any]] = {
     "faithful": {

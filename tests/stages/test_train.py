@@ -336,6 +336,14 @@ def test_other_training_rows_train_afresh(rl_params):
     assert second["resumed_from"] is None and second["mlflow_run_id"] != first["mlflow_run_id"]
 
 
+def test_the_progress_bar_names_what_trains(rl_params, capsys):
+    t = rl_params.train
+    t.length_reward = t.penalty = t.reweight = False  # an ablation's plain GRPO cell
+    train.run(rl_params)
+    err = capsys.readouterr().err
+    assert "train (GRPO): 2/2 (100 %)" in err and "GRPO-LEAD" not in err
+
+
 def test_rerunning_a_finished_training_changes_nothing(rl_params):
     import shutil
 
