@@ -28,6 +28,7 @@ from lead.training.identity import (
 )
 from lead.training.inputs import start_model, training_rows
 from lead.training.presets import resolve
+from lead.training.reports import curve_point
 
 
 def train(params: Params, final: Path, ckpt: Path, stage: str = "train") -> dict[str, Any]:
@@ -176,15 +177,5 @@ def _what_it_did(
         "seconds": round(time.perf_counter() - started, 1),
         "first_reward": history[0]["reward"] if history else None,
         "last_reward": history[-1]["reward"] if history else None,
-        "curve": [
-            {
-                "step": h["step"],
-                "reward": h["reward"],
-                "length": h.get("lead/length_mean"),
-                "correct": h.get("lead/share_correct"),
-                "truncated": h.get("lead/truncated"),
-                "weight_spread": h.get("lead/weight_spread"),
-            }
-            for h in history
-        ],
+        "curve": [curve_point(h) for h in history],
     }

@@ -42,9 +42,27 @@ def write_headline(params: Params, stage: str, summary: dict[str, Any]) -> Path:
     return path
 
 
-# A training curve's columns, per logged step: the mean reward, completion length, share correct, share cut at the
-# token limit, and the spread of AD's weights over the informative groups (lead.core.advantages.lead_metrics).
-CURVE_COLUMNS = ("step", "reward", "length", "correct", "truncated", "weight_spread")
+# A training curve's columns, per logged step, and the trainer's log key each is read from: the mean reward,
+# completion length, share correct, share cut at the token limit, and the spread of AD's weights over the
+# informative groups (lead.core.advantages.lead_metrics).
+CURVE = {
+    "step": "step",
+    "reward": "reward",
+    "length": "lead/length_mean",
+    "correct": "lead/share_correct",
+    "truncated": "lead/truncated",
+    "weight_spread": "lead/weight_spread",
+}
+CURVE_COLUMNS = tuple(CURVE)
+
+
+def curve_point(logged: dict[str, Any]) -> dict[str, Any]:
+    """One logged step of the trainer's ``log_history`` as a curve point (:data:`CURVE`; None where not logged).
+
+    >>> curve_point({"step": 3, "reward": 0.5, "lead/length_mean": 41.0})["length"]
+    41.0
+    """
+    return {column: logged.get(key) for column, key in CURVE.items()}
 
 
 def write_curves(stem: Path, curve: list[dict[str, Any]]) -> list[Path]:
