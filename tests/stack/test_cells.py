@@ -25,7 +25,7 @@ from flows.ablation import PIPELINE
 from tests.conftest import _merge
 from tests.flows.conftest import REDUCED, dvc, make_workspace
 from tests.flows.test_ablation import ABLATION
-from tests.stack.harness import BIN, client_env, prefect, prefect_api, wait_for
+from tests.stack.harness import BIN, client_env, prefect, prefect_api, stack_script, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -76,13 +76,16 @@ def workers(stack, origin, tmp_path_factory):
                 env={**env, "PREFECT_HOME": str(folder / "prefect")},
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stopped with whatever it still runs
             )
         )
     wait_for("both workers polling", lambda: set(WORKERS) <= set(pool_workers(stack)), timeout=120)
     yield processes
-    for process in processes:
-        process.terminate()
-        process.wait(timeout=60)
+    # SIGTERM, then SIGKILL what is left after the grace period: on a busy machine a worker's graceful shutdown
+    # can take longer than a minute, and cleaning up must not fail a test that passed.
+    for name, process in zip(WORKERS, processes, strict=True):
+        stack_script.stop_group(f"worker {name}", process.pid, timeout=60)
+        process.wait()
 
 
 def cell_runs(stack: dict) -> list[dict]:
