@@ -5,6 +5,7 @@ import os
 import pytest
 
 from lead.io.sampling import (
+    CPU_ENGINE_ARGS,
     CPU_ENGINE_ENV,
     Completion,
     SamplingSpec,
@@ -55,6 +56,11 @@ def test_vllm_cpu_serves_the_tiny_model(tiny_model):
     # The CPU engine runs in this process, and the settings that put it there do not leak into the
     # environment of anything started later.
     assert {key: os.environ.get(key) for key in CPU_ENGINE_ENV} == environment
+    scheduler = sampler.llm.llm_engine.vllm_config.scheduler_config
+    assert (scheduler.max_num_seqs, scheduler.max_num_batched_tokens) == (
+        CPU_ENGINE_ARGS["max_num_seqs"],
+        CPU_ENGINE_ARGS["max_num_batched_tokens"],
+    )
     groups = sampler.sample(_messages(problems), SamplingSpec(n=4, max_new_tokens=16, seed=0))
     assert [len(g) for g in groups] == [4, 4, 4]
     assert all(1 <= c.num_tokens <= 16 and isinstance(c.text, str) for g in groups for c in g)
@@ -87,3 +93,20 @@ def test_engine_environment_defaults_yield_to_the_users_values(monkeypatch):
     with _environ_defaults({"LEAD_TEST_SET": "ours", "LEAD_TEST_UNSET": "ours"}):
         assert (os.environ["LEAD_TEST_SET"], os.environ["LEAD_TEST_UNSET"]) == ("user", "ours")
     assert os.environ["LEAD_TEST_SET"] == "user" and "LEAD_TEST_UNSET" not in os.environ
+
+
+def test_the_generation_server_gets_the_in_process_engine_settings(tiny_model):
+    """`lead serve`'s command line, read by vLLM's own server parser, sets what the in-process engine gets on
+    CPU (a flag vLLM renamed, or a value rendered wrong, fails here rather than in a server that starts with
+    other settings)."""
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.platforms import current_platform
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from lead.io.sampling import serve_command
+
+    if not current_platform.is_cpu():
+        pytest.skip("the CPU engine settings apply on CPU only")
+    argv, _ = serve_command(tiny_model[0], "tiny", dtype="float32", host="127.0.0.1", port=8000)
+    parsed = make_arg_parser(FlexibleArgumentParser()).parse_args(argv[3:])
+    assert {key: getattr(parsed, key) for key in CPU_ENGINE_ARGS} == CPU_ENGINE_ARGS
