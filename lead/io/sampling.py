@@ -156,8 +156,9 @@ CPU_KV_CACHE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 # steps (chunked prefill, e.g. 128 prompts x 8 samples): on CPU, schedule whole prefills only. Eager on CPU:
 # torch.compile (inductor's C++ code generation) costs more start than it saves. GPUs keep vLLM's compiled
 # graphs and CUDA graphs (decode-bound evaluations of long answers gain most). A calibration chunk's 1024
-# sequences (128 prompts x 8 samples) in one batch, not vLLM-CPU's default 256 (128 for a server) in four waves:
-# calibrate 111 s -> 101 s on 2 cores, the same pass rates (1 of 1200 mean lengths differs by a near-tie token).
+# sequences (128 prompts x 8 samples) in one batch, not in waves of vLLM-CPU's default 256 (128 for a server):
+# calibrate 111 s -> 101 s on 2 cores, the same pass rates (1 of 1200 mean lengths differs: vLLM's bfloat16
+# kernels are not batch-invariant).
 # The KV cache (VLLM_CPU_KVCACHE_SPACE) still caps how many run at once for a larger model.
 CPU_ENGINE_ARGS: dict[str, bool | int] = {
     "enable_chunked_prefill": False,

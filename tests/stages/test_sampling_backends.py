@@ -95,7 +95,7 @@ def test_engine_environment_defaults_yield_to_the_users_values(monkeypatch):
     assert os.environ["LEAD_TEST_SET"] == "user" and "LEAD_TEST_UNSET" not in os.environ
 
 
-def test_the_generation_server_gets_the_in_process_engine_settings(tiny_model):
+def test_the_generation_server_gets_the_in_process_engine_settings():
     """`lead serve`'s command line, read by vLLM's own server parser, sets what the in-process engine gets on
     CPU (a flag vLLM renamed, or a value rendered wrong, fails here rather than in a server that starts with
     other settings)."""
@@ -107,6 +107,6 @@ def test_the_generation_server_gets_the_in_process_engine_settings(tiny_model):
 
     if not current_platform.is_cpu():
         pytest.skip("the CPU engine settings apply on CPU only")
-    argv, _ = serve_command(tiny_model[0], "tiny", dtype="float32", host="127.0.0.1", port=8000)
+    argv, _ = serve_command("/models/tiny", "tiny", dtype="float32", host="127.0.0.1", port=8000)
     parsed = make_arg_parser(FlexibleArgumentParser()).parse_args(argv[3:])
     assert {key: getattr(parsed, key) for key in CPU_ENGINE_ARGS} == CPU_ENGINE_ARGS
