@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from prefect import flow, get_run_logger, task
-from prefect.futures import PrefectFuture
+from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import Field
 
@@ -134,26 +134,24 @@ def _run_cells(
     finishes (``record``; a flow killed midway loses only the cells still running); address → what its task
     returned, or the exception it or its recording failed with."""
     pending = sorted(cells)
-    running: dict[str, tuple[PrefectFuture[Any], int]] = {}
+    running: dict[PrefectFuture[Any], tuple[str, int]] = {}
     slots = list(range(concurrency))
     done: dict[str, Any] = {}
     while pending or running:
         while pending and len(running) < concurrency:
             address = pending.pop(0)
             slot = slots.pop(0)
-            running[address] = (submit(address, slot), slot)
-        time.sleep(0.5)
-        for address, (future, slot) in list(running.items()):
-            if future.state.is_final():
-                del running[address]
-                slots.append(slot)
-                try:
-                    done[address] = future.result()
-                    record(
-                        address, done[address]
-                    )  # one at a time (DVC's lock): this loop is the only recorder
-                except Exception as exc:  # recorded; the other cells go on
-                    done[address] = exc
+            running[submit(address, slot)] = (address, slot)
+        # The first to end, as its own future says: the server's record of a task run comes from the events
+        # it emits, and a cell whose events never arrive would otherwise never be seen to end.
+        future = next(as_completed(list(running)))
+        address, slot = running.pop(future)
+        slots.append(slot)
+        try:
+            done[address] = future.result()
+            record(address, done[address])  # one at a time (DVC's lock): this loop is the only recorder
+        except Exception as exc:  # recorded; the other cells go on
+            done[address] = exc
     return done
 
 

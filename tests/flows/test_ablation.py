@@ -6,12 +6,15 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import mlflow
 import pytest
 import yaml
 from mlflow import MlflowClient
+from prefect import task
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.ablation import PIPELINE, UPSTREAM, stage_file
 from tests.conftest import ROOT, _merge
@@ -158,6 +161,45 @@ def _flow_name(state) -> str:
 
     with get_client(sync_client=True) as client:
         return client.read_flow_run(state.state_details.flow_run_id).name
+
+
+@pytest.mark.timeout(60)
+def test_cells_end_when_their_tasks_end_whatever_the_server_has_heard(prefect_server):
+    """A task run tells the server its states by events; when none arrive (a dropped connection; a process whose
+    events still go to the server it talked to first) the server never records a cell as finished. The flow
+    waits on the cells' own futures: it was polling the server's record, and spun forever."""
+    from prefect import flow
+    from prefect.events.clients import NullEventsClient
+    from prefect.events.worker import EventsWorker
+
+    from flows.ablation import _run_cells
+
+    @task
+    def cell(seconds: float) -> float:
+        time.sleep(seconds)
+        if seconds > 0.5:
+            raise RuntimeError("this cell fails")
+        return seconds
+
+    recorded: list[str] = []
+
+    @flow(task_runner=ThreadPoolTaskRunner(max_workers=2))
+    def cells() -> dict:
+        lengths = {"a": 0.2, "b": 0.1, "c": 0.6, "d": 0.0}
+        return _run_cells(
+            list(lengths),
+            2,
+            lambda address, _: cell.submit(lengths[address]),
+            lambda address, _: recorded.append(address),
+        )
+
+    EventsWorker.set_client_override(NullEventsClient)
+    try:
+        done = cells()
+    finally:
+        EventsWorker.set_client_override(None)
+    assert {k: v for k, v in done.items() if not isinstance(v, Exception)} == {"a": 0.2, "b": 0.1, "d": 0.0}
+    assert isinstance(done["c"], RuntimeError) and sorted(recorded) == ["a", "b", "d"]
 
 
 def test_cells_on_cpu_share_the_cores_instead_of_each_taking_all(monkeypatch):

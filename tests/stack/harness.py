@@ -2,6 +2,7 @@
 ``.stack/``), and what a test calls on it: its scripts, its Prefect API with the auth string, a user's
 ``prefect`` commands."""
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -158,3 +159,25 @@ def client_env(stack: dict) -> dict[str, str]:
         "PREFECT_HOME": str(stack["state"] / "prefect-client"),
         **stack["client"],
     }
+
+
+@contextlib.contextmanager
+def as_client(stack: dict):
+    """This test process as a client of the stack's Prefect server (a flow called in-process reports there).
+    On leaving, the process's event and log workers are drained and stopped: they are process-wide and keep the
+    server they first sent to, so a later module's temporary server would hear nothing of its flows' task runs
+    and logs (Prefect's own test harness drains them on leaving for the same reason)."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+    settings = {
+        PREFECT_API_URL: stack["prefect"],
+        PREFECT_API_AUTH_STRING: stack["client"]["PREFECT_API_AUTH_STRING"],
+    }
+    with temporary_settings(settings):
+        try:
+            yield
+        finally:
+            APILogWorker.drain_all()
+            EventsWorker.drain_all()

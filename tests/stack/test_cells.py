@@ -25,7 +25,7 @@ from flows.ablation import PIPELINE
 from tests.conftest import _merge
 from tests.flows.conftest import REDUCED, dvc, make_workspace
 from tests.flows.test_ablation import ABLATION
-from tests.stack.harness import BIN, client_env, prefect, prefect_api, stack_script, wait_for
+from tests.stack.harness import BIN, as_client, client_env, prefect, prefect_api, stack_script, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -132,8 +132,6 @@ def kill_mid_stage(stack: dict, name: str, killed: list[str]) -> None:
 def test_cells_run_on_both_workers_a_killed_cell_reruns_alone_and_dvc_finds_them_all(
     stack, origin, workers, monkeypatch
 ):
-    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
-
     from flows.ablation import lead_ablation
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", stack["mlflow"])
@@ -141,11 +139,7 @@ def test_cells_run_on_both_workers_a_killed_cell_reruns_alone_and_dvc_finds_them
     name = KILLED.split(":")[-1]
     killed: list[str] = []
     killer = threading.Thread(target=kill_mid_stage, args=(stack, name, killed), daemon=True)
-    settings = {
-        PREFECT_API_URL: stack["prefect"],
-        PREFECT_API_AUTH_STRING: stack["client"]["PREFECT_API_AUTH_STRING"],
-    }
-    with temporary_settings(settings):
+    with as_client(stack):
         killer.start()
         started = time.monotonic()
         first = lead_ablation(
