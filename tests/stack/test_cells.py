@@ -4,9 +4,9 @@ workers poll the pool, each started in its own clone of the repository in its ow
 run clones the repository afresh. Nothing is shared between the parent and the workers but the stack's DVC remote
 folder, MLflow server and Prefect server (and git, where the code comes from).
 
-One module run: 2 variants x 2 seeds and each seed's baseline (6 stages) on the seconds-sized test config. In the
-first ablation run one cell's flow run is killed mid-stage (every process of that run, as when its node dies):
-the worker reports it crashed, the parent fails naming it, the other five are recorded. The second run submits
+One module run: 2 variants and the seed's baseline (3 stages) on the seconds-sized test config. In the first
+ablation run one cell's flow run is killed mid-stage (every process of that run, as when its node dies): the
+worker reports it crashed, the parent fails naming it, the other two are recorded. The second run submits
 only that cell, then the report; after it DVC finds the whole ablation up to date."""
 
 import contextlib
@@ -30,11 +30,11 @@ from tests.stack.harness import BIN, as_client, client_env, prefect, prefect_api
 pytestmark = pytest.mark.slow
 
 POOL, DEPLOYMENT, WORKERS = "lead-cells", "lead-cell/pool", ("cells-a", "cells-b")
-SEEDS = [0, 1]
+SEEDS = [0]
 STAGES = {f"{PIPELINE}:baseline@{s}" for s in SEEDS} | {
     f"{PIPELINE}:cell@{v}-{s}" for v in ABLATION["ablation"]["variants"] for s in SEEDS
 }
-KILLED = f"{PIPELINE}:cell@grpo-1"
+KILLED = f"{PIPELINE}:cell@grpo-0"
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def origin(stack, tmp_path_factory) -> Path:
     data["ablation"]["variants"] = ABLATION["ablation"]["variants"]
     data["ablation"]["seeds"] = SEEDS
     (ws / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "4 cells"], cwd=ws)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "2 cells"], cwd=ws)
     remote = stack["state"] / "dvc-remote"
     remote.mkdir()
     dvc(ws, "remote", "add", "-d", "--local", "stack", str(remote))
@@ -149,13 +149,14 @@ def test_cells_run_on_both_workers_a_killed_cell_reruns_alone_and_dvc_finds_them
         killer.join(timeout=5)
         assert killed, "the cell was not killed"
         assert first.is_failed()
-        assert f"1 of 6 cells failed ({KILLED})" in first.message
+        assert f"1 of {len(STAGES)} cells failed ({KILLED})" in first.message
         crashed = prefect_api(stack, f"flow_runs/{killed[0]}")
         assert crashed["state_type"] == "CRASHED", crashed["state"]
-        # The five others ran, on both workers, and are recorded; the killed one is not.
+        # The others ran and are recorded, the killed one is not; the cells ran on both workers (each takes one
+        # run at a time, so the first two submitted went one to each).
         runs = [r for r in cell_runs(stack) if r["state_type"] == "COMPLETED"]
         assert {r["name"] for r in runs} == {a.split(":")[-1] for a in STAGES - {KILLED}}
-        assert {r["labels"]["prefect.worker.name"] for r in runs} == set(WORKERS)
+        assert {r["labels"]["prefect.worker.name"] for r in cell_runs(stack)} == set(WORKERS)
         stale = set(json.loads(dvc(origin, "status", "--json", PIPELINE).stdout))
         assert stale == {KILLED, f"{PIPELINE}:report"}
 
@@ -168,14 +169,14 @@ def test_cells_run_on_both_workers_a_killed_cell_reruns_alone_and_dvc_finds_them
     assert "up to date" in dvc(origin, "status", PIPELINE).stdout
     lock = yaml.safe_load((origin / "ablation" / "dvc.lock").read_text())["stages"]
     assert {f"{PIPELINE}:{s}" for s in lock} == STAGES | {f"{PIPELINE}:report"}
-    # How much the two workers overlapped: the five cells' flow-run time over the span they took.
+    # How much the two workers overlapped: the finished cells' flow-run time over the span they took.
     from datetime import datetime
 
     start = min(datetime.fromisoformat(r["start_time"]) for r in runs)
     end = max(datetime.fromisoformat(r["end_time"]) for r in runs)
     busy, span = sum(r["total_run_time"] for r in runs), (end - start).total_seconds()
     print(
-        f"\n{len(WORKERS)} worker(s): 5 cells' flow runs took {busy:.0f} s in all, within {span:.0f} s "
+        f"\n{len(WORKERS)} worker(s): {len(runs)} cells' flow runs took {busy:.0f} s in all, within {span:.0f} s "
         f"({busy / span:.2f} at once on average); the whole first run {first_seconds:.0f} s "
         f"(upstream stages included); the rerun of the killed cell {result['cells_seconds']} s"
     )
