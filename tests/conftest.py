@@ -15,21 +15,48 @@ from lead.io.tiny_model import build_model, train_tokenizer
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# The longest modules (seconds of one test worker in a `make test` on 2 idle cores, setup and teardown included),
+# longest first. The workers take files in collection order, so these go out first and the many short files fill
+# in around them at the end (longest-first is how a list of jobs splits most evenly over two machines); left to
+# xdist's order (by number of tests), the one-test stack modules came last and one worker ran alone for minutes.
+# A stale figure costs only balance: re-measure with `make test PYTEST_ARGS="-n 2 --dist loadfile --durations=0"`.
+LONGEST = {
+    "tests/flows/test_dag.py": 300,  # with tests/flows/conftest.py's FIRST_RUN_MODULES, which share its run
+    "tests/stack/test_stack.py": 200,
+    "tests/flows/test_ablation.py": 185,
+    "tests/stages/test_train.py": 146,
+    "tests/stack/test_cells.py": 120,
+    "tests/stages/test_generations.py": 118,
+    "tests/stack/test_registry_ui.py": 40,
+    "tests/stages/test_generation_server.py": 34,
+    "tests/unit/test_grading.py": 23,
+    "tests/stages/test_ablation.py": 22,
+    "tests/flows/test_experiment.py": 21,
+}
+
+
+def _scope(path: str) -> str:
+    """The file a test goes out with: FIRST_RUN_MODULES all go with the first of them."""
+    from tests.flows.conftest import FIRST_RUN_MODULES
+
+    return FIRST_RUN_MODULES[0] if path in FIRST_RUN_MODULES else path
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``--dist loadfile`` (``make test``), with the modules that share one expensive session fixture as one file:
-    tests/flows/conftest.py's FIRST_RUN_MODULES (the DAG's first run) go to one worker. (``--dist loadgroup``
-    with ``xdist_group`` marks would say the same, but pytest-xdist 3.8 tags the groups on ``Item._nodeid``,
-    which pytest 9.2 no longer reads: every test goes out on its own.)"""
+    tests/flows/conftest.py's FIRST_RUN_MODULES (the DAG's first run) go to one worker; the files go out in
+    collection order (:data:`LONGEST` first, :func:`pytest_collection_modifyitems`), not xdist's by number of
+    tests. (``--dist loadgroup`` with ``xdist_group`` marks would group them too, but pytest-xdist 3.8 tags the
+    groups on ``Item._nodeid``, which pytest 9.2 no longer reads: every test goes out on its own.)"""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    from tests.flows.conftest import FIRST_RUN_MODULES
+    config.option.loadscopereorder = False
 
     class Scheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = super()._split_scope(nodeid)
-            return FIRST_RUN_MODULES[0] if path in FIRST_RUN_MODULES else path
+            return _scope(super()._split_scope(nodeid))
 
     return Scheduling(config, log)
 
@@ -44,9 +71,11 @@ def slowdown() -> float:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Time limits that scale with the machine's load: pyproject's ``timeout`` (and a test's own ``timeout``
+    """The :data:`LONGEST` files first, the others after them in their own order (a file's tests keep theirs).
+    Time limits that scale with the machine's load: pyproject's ``timeout`` (and a test's own ``timeout``
     mark) are for an idle machine; on a busy one (CI neighbours, a parallel build) the same work takes longer,
     and a whole-DAG fixture must not fail for it."""
+    items.sort(key=lambda item: -LONGEST.get(_scope(item.nodeid.split("::")[0]), 0))
     factor = slowdown()
     if factor == 1.0:
         return
