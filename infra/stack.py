@@ -604,24 +604,28 @@ def up(cfg: dict, *, dvc: bool = True) -> None:
     )
 
 
-def stop_group(name: str, pid: int, timeout: float = 20.0) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while group_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = group_alive(pid)
-    for each in left:
+def stop_groups(groups: dict[str, int], timeout: float = 20.0) -> None:
+    """SIGTERM each process group of ``groups`` (name -> leader pid) once, all at once; SIGKILL what is left of
+    them after ``timeout`` seconds. (Once only: a second SIGTERM makes a Prefect worker SIGKILL itself.)"""
+    for pid in groups.values():
         with contextlib.suppress(ProcessLookupError):
-            os.kill(each, signal.SIGKILL)
-    print(f"{name}: stopped (pid {pid}{', killed ' + str(left) if left else ''})")
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(group_alive(pid) for pid in groups.values()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for name, pid in groups.items():
+        left = group_alive(pid)
+        for each in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(each, signal.SIGKILL)
+        print(f"{name}: stopped (pid {pid}{', killed ' + str(left) if left else ''})")
 
 
 def down(cfg: dict) -> None:
     for name in ("worker", "prefect", "mlflow"):
         pid = read_pid(cfg, name)
         if pid and (alive(pid) or group_alive(pid)):
-            stop_group(name, pid)
+            stop_groups({name: pid})  # one after the other: the worker leaves before its server stops
         else:
             print(f"{name}: not running")
         with contextlib.suppress(FileNotFoundError):

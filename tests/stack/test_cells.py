@@ -81,14 +81,13 @@ def workers(stack, origin, tmp_path_factory):
         )
     wait_for("both workers polling", lambda: set(WORKERS) <= set(pool_workers(stack)), timeout=120)
     yield processes
-    # SIGTERM to both at once, then SIGKILL what is left after a short grace: what they ran has ended, and on a
-    # busy machine a worker's graceful shutdown can take over a minute (waited for one after the other, two
-    # took 140 s of a `make test`); cleaning up must not fail a test that passed.
+    # Both at once, SIGKILL after a short grace: what they ran has ended, and on a busy machine a worker's
+    # graceful shutdown can take over a minute (one after the other, two took 140 s of a `make test`); cleaning
+    # up must not fail a test that passed.
+    stack_script.stop_groups(
+        {f"worker {n}": p.pid for n, p in zip(WORKERS, processes, strict=True)}, timeout=5
+    )
     for process in processes:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-    for name, process in zip(WORKERS, processes, strict=True):
-        stack_script.stop_group(f"worker {name}", process.pid, timeout=5)
         process.wait()
 
 
