@@ -131,14 +131,18 @@ def _trainer(params: Params, start: str, rows, dev, ckpt: Path, stage: str, lead
     from lead.io.sampling import context_window
     from lead.training.callbacks import CompletionsTable, RichProgressCallback
     from lead.training.checkpoints import SealCheckpoints
-    from lead.training.trainer import LEADTrainer
+    from lead.training.lazy_vllm import match_trl_to
 
     remote = params.train.trust_remote_code
+    args = grpo_config(params, ckpt, context=context_window(start, trust_remote_code=remote))
+    match_trl_to(args.use_vllm)  # no vLLM import (~3.5 s) for a trainer that does not generate with it
+    from lead.training.trainer import LEADTrainer
+
     tokenizer = AutoTokenizer.from_pretrained(start, trust_remote_code=remote)
     table = CompletionsTable()
     trainer = LEADTrainer(
         model=start,
-        args=grpo_config(params, ckpt, context=context_window(start, trust_remote_code=remote)),
+        args=args,
         train_dataset=Dataset.from_list(rows),
         eval_dataset=Dataset.from_list(dev) if dev else None,
         processing_class=tokenizer,

@@ -65,3 +65,28 @@ def test_the_cpu_gemm_dispatch_that_live_weights_replaces_is_where_vllm_looks_it
         assert lookup in inspect.getsource(method), method.__qualname__
     assert "layer.cpu_linear(x, weight, bias)" in inspect.getsource(utils.cpu_unquantized_gemm)
     assert "model_runner.model.load_weights" in inspect.getsource(VLLMGeneration.sync_weights)
+
+
+def test_a_trainer_without_vllm_leaves_it_unimported_and_one_with_it_gets_trl_whole_again():
+    """lead.training.lazy_vllm: TRL's generation modules imported while its vLLM check answers False import no
+    vLLM (nothing else in GRPOTrainer's imports does either); re-executed for a vLLM trainer, they import it and
+    hold its names again. In a fresh interpreter: this module's own imports already brought vLLM in."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from lead.training.lazy_vllm import match_trl_to
+match_trl_to(False)
+from trl import GRPOTrainer
+import trl.generation.vllm_generation as generation
+assert "vllm" not in sys.modules, "something imported vLLM: the start-up saving is gone"
+assert not hasattr(generation, "LLM")
+match_trl_to(True)
+import vllm
+import trl.generation
+assert generation.LLM is vllm.LLM and generation.is_vllm_available()
+assert trl.generation.VLLMGeneration is generation.VLLMGeneration
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
