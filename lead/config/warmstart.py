@@ -77,7 +77,7 @@ class WarmstartParams(Section):
     )
     batch_size: int = Field(32, ge=1, le=65536, description="sequences per device per optimizer step")
     micro_batches: int = Field(
-        2,
+        4,
         ge=1,
         le=65536,
         description="forward passes each optimizer step's batch is split into, by length (less padding), "

@@ -119,9 +119,10 @@ def sft_config(params: Params, output_dir: Path):
         # group_by_length, or buckets in random order, with or without token-weighted loss) pad 1.02x instead of
         # 1.8x, but the warm start then solves far less of the pool (calibrate's mean pass rate 0.03-0.10
         # against 0.21). Within a step, transformers' batch_rebalance sampler splits the random batch into
-        # `micro_batches` forward passes of similar lengths (padded tokens 1.79x the real ones -> 1.34x with 2),
-        # and the trainer sums their gradients normalised by the whole batch's token count (num_items_in_batch):
-        # the gradient of the batch, in ~0.7x the time per step (bench/RESULTS.md). That sampler shuffles with its
+        # `micro_batches` forward passes of similar lengths (padded tokens 1.78x the real ones, 1.33x with 2, 1.15x
+        # with 4), and the trainer sums their gradients normalised by the whole batch's token count
+        # (num_items_in_batch): the gradient of the batch, a step in 0.75-0.80x (2) and 0.60-0.67x (4) the time of one
+        # pass (bench/warmstart.py). That sampler shuffles with its
         # own fixed seed, not data_seed: the batches' order is the same for every warmstart.seed (traces differ).
         train_sampling_strategy="batch_rebalance",
         per_device_train_batch_size=ws.batch_size // ws.micro_batches,
