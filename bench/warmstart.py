@@ -3,9 +3,9 @@
 The warm start is the largest stage of the first ``dvc repro`` (~40 %). It trains on whole random batches of
 ``warmstart.batch_size`` traces whose lengths vary (the batches stay random: ``lead/training/warmstart.py`` says
 why), each split into ``warmstart.micro_batches`` forward passes of similar lengths. This measures what a step
-costs per setting: ``micro_batches`` 1 / 2 (default) / 4 — less padding against more passes — and bfloat16
-autocast (``bf16``; the CPU's bf16 matrix units, where it has them). Each setting trains ``STEPS`` steps of the
-default's traces from the same initial model, twice, the settings in A B C D D C B A order so that a change in
+costs per setting: ``micro_batches`` 1 / 2 / 4 — less padding against more passes — and bfloat16 autocast
+at the default's (``bf16``; the CPU's bf16 matrix units, where it has them). Each setting trains ``STEPS`` steps
+of the default's traces from the same initial model, twice, the settings in A B C D D C B A order so that a change in
 machine load hits all alike; the figure is the median step after ``SKIP`` warm-up steps. Padding is measured on
 the trainer's own dataloader (padded ÷ real tokens over ``PADDING_BATCHES`` batches).
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 from bench import Result, table
@@ -24,20 +23,21 @@ from bench import Result, table
 STEPS = 25
 SKIP = 5
 PADDING_BATCHES = 40
-SETTINGS = {  # name: (micro_batches, bf16)
-    "micro_batches 1": (1, False),
-    "micro_batches 2 (default)": (2, False),
-    "micro_batches 4": (4, False),
-    "micro_batches 2, bf16 autocast": (2, True),
-}
+
+
+def _settings(default: int) -> dict[str, tuple[int, bool]]:
+    """name: (micro_batches, bf16); ``default`` = params.yaml's micro_batches."""
+    named = {f"micro_batches {n}" + (" (default)" if n == default else ""): (n, False) for n in (1, 2, 4)}
+    return {**named, f"micro_batches {default}, bf16 autocast": (default, True)}
 
 
 def _trainer(params, records, micro_batches: int, bf16: bool, scratch: Path):
     import torch
     from datasets import Dataset
-    from transformers import PrinterCallback, TrainerCallback
+    from transformers import PrinterCallback
     from trl import SFTTrainer
 
+    from bench.trainer import _StepTimer
     from lead.training.warmstart import base_model_and_tokenizer, sft_config
 
     params = params.model_copy(deep=True)
@@ -46,24 +46,16 @@ def _trainer(params, records, micro_batches: int, bf16: bool, scratch: Path):
     model, tokenizer = base_model_and_tokenizer(params, records)
     args = sft_config(params, scratch)
     args.max_steps, args.report_to, args.bf16, args.logging_steps = STEPS, [], bf16, STEPS
-    times: list[float] = []
-
-    class Timer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            self.started = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            times.append(time.perf_counter() - self.started)
-
+    timer = _StepTimer()
     trainer = SFTTrainer(
         model=model,
         args=args,
         train_dataset=Dataset.from_list(records),
         processing_class=tokenizer,
-        callbacks=[Timer()],
+        callbacks=[timer.callback],
     )
     trainer.remove_callback(PrinterCallback)
-    return trainer, times
+    return trainer, timer.times
 
 
 def _padding(trainer) -> float:
@@ -82,21 +74,22 @@ def run() -> Result:
 
     params = load_params()
     records = proxy_sft_records(params)
-    steps: dict[str, list[float]] = {name: [] for name in SETTINGS}
+    settings = _settings(params.warmstart.micro_batches)
+    steps: dict[str, list[float]] = {name: [] for name in settings}
     padding: dict[str, float] = {}
-    order = [*SETTINGS, *reversed(SETTINGS)]
+    order = [*settings, *reversed(settings)]
     with tempfile.TemporaryDirectory() as scratch:
         for name in order:
-            micro_batches, bf16 = SETTINGS[name]
+            micro_batches, bf16 = settings[name]
             trainer, times = _trainer(params, records, micro_batches, bf16, Path(scratch) / "out")
             padding.setdefault(name, _padding(trainer))
             trainer.train()
             steps[name] += times[SKIP:]
     median = {name: statistics.median(t) for name, t in steps.items()}
-    default = median["micro_batches 2 (default)"]
+    default = median[f"micro_batches {params.warmstart.micro_batches} (default)"]
     rows = [
         [name, f"{padding[name]:.2f}", f"{median[name]:.3f}", f"{median[name] / default:.2f}"]
-        for name in SETTINGS
+        for name in settings
     ]
     best = min(median, key=median.get)
     ws = params.warmstart
