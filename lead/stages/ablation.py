@@ -30,7 +30,7 @@ from lead.core import ablation
 from lead.dag import CELL_RESULT, StageError, ablation_output, cell_result_dir
 from lead.io.files import write_json, write_text
 from lead.reports.ablation import curves_figure, figure, markdown
-from lead.stages._common import stage_main
+from lead.stages._common import as_process, stage_main
 
 HEADLINE = ("pass_at_1", "mean_length", "precision", "hard_pass_at_1")  # metrics.json's scores per variant
 
@@ -183,4 +183,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    as_process(main)

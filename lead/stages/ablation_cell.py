@@ -34,7 +34,7 @@ from lead.config import Params, ParamsError
 from lead.core import ablation
 from lead.dag import CELL_RESULT, cell_output, cell_result_dir, cell_resume_dir
 from lead.io.files import write_json
-from lead.stages._common import stage_main
+from lead.stages._common import as_process, stage_main
 
 
 def cell_params(params: Params, variant: str | None, seed: int) -> Params:
@@ -107,4 +107,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    as_process(main)

@@ -28,7 +28,7 @@ from lead.config import Params
 from lead.dag import manifest_path, output, published_outputs
 from lead.io.files import atomic_path, write_json, write_text
 from lead.io.fingerprint import publish, unpublish
-from lead.stages._common import stage_main
+from lead.stages._common import as_process, stage_main
 
 STAGE = "calibrate_stage2"
 
@@ -69,4 +69,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    as_process(main)

@@ -39,7 +39,7 @@ from lead.io.files import atomic_path, write_json, write_text
 from lead.io.fingerprint import publish, unpublish
 from lead.io.sources import REAL_BENCHMARKS, load_benchmark, proxy_problems, proxy_records, read_rows
 from lead.reports.curation import render_markdown
-from lead.stages._common import stage_main
+from lead.stages._common import as_process, stage_main
 
 PROXY = "proxy"
 # Output columns: always the first six (downstream stages read them), the optional ones only when filled.
@@ -187,4 +187,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    as_process(main)

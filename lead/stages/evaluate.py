@@ -11,7 +11,7 @@ from typing import Any
 
 from lead.config import Params
 from lead.evaluation import evaluate
-from lead.stages._common import stage_main
+from lead.stages._common import as_process, stage_main
 
 
 def run(params: Params) -> dict[str, Any]:
@@ -24,4 +24,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    as_process(main)

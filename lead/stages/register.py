@@ -10,7 +10,7 @@ from typing import Any
 
 from lead.config import Params
 from lead.registration import register
-from lead.stages._common import stage_main
+from lead.stages._common import as_process, stage_main
 
 
 def run(params: Params) -> dict[str, Any]:
@@ -23,4 +23,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    as_process(main)

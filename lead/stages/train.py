@@ -23,7 +23,7 @@ from typing import Any
 from lead.config import Params
 from lead.dag import manifest_path, output, resume_dir
 from lead.io.fingerprint import unpublish
-from lead.stages._common import stage_main
+from lead.stages._common import as_process, stage_main
 from lead.training.distributed import distributed_state
 from lead.training.grpo_config import check_train_settings
 from lead.training.phase import train
@@ -54,4 +54,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    as_process(main)

@@ -25,7 +25,7 @@ from lead.core import difficulty
 from lead.dag import manifest_path, output, published_model, resume_dir, summary_file
 from lead.io.files import atomic_path, write_json
 from lead.io.fingerprint import StaleOutputError, publish, unpublish, verify
-from lead.stages._common import stage_main
+from lead.stages._common import as_process, stage_main
 from lead.training.distributed import distributed_state, from_main
 from lead.training.grpo_config import check_train_settings
 from lead.training.inputs import as_prompts, training_rows
@@ -98,4 +98,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    as_process(main)

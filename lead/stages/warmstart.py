@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from lead.config import Params
-from lead.stages._common import stage_main
+from lead.stages._common import as_process, stage_main
 from lead.training.warmstart import warm_start
 
 
@@ -24,4 +24,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    as_process(main)

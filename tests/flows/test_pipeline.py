@@ -83,7 +83,7 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
     params = (ws / "params.yaml").read_bytes()
     mlflow.set_tracking_uri(f"sqlite:///{ws / 'mlflow.db'}")  # the workspace's default store, the copy's too
     versions, champion = _versions(), _champion()
-    overrides = ["evaluate.max_new_tokens=48", "evaluate.budgets=[24,48]"]
+    overrides = ["evaluate.max_new_tokens=32", "evaluate.budgets=[16,32]"]
     state = lead_pipeline(overrides=overrides, workspace=str(ws), return_state=True)
     result = state.result()
 
@@ -95,9 +95,9 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
     assert f"results in DVC experiment {result['experiment']['name']}" in closing, closing
     upstream = {s: "skipped" for s in STAGES if s not in ("evaluate", "register")}
     assert result["outcomes"] == {**upstream, "evaluate": "ran", "register": "ran"}
-    assert result["stages"]["evaluate"]["proxy.budget_24.pass_at_1"] is not None  # the override reached it
+    assert result["stages"]["evaluate"]["proxy.budget_16.pass_at_1"] is not None  # the override reached it
     assert_as_it_was(ws, params)
-    assert "proxy.budget_24.pass_at_1" not in json.loads((ws / "reports/evaluate/metrics.json").read_text())
+    assert "proxy.budget_16.pass_at_1" not in json.loads((ws / "reports/evaluate/metrics.json").read_text())
     assert list((ws / RUNS).iterdir()) == [] and git(ws, "worktree", "list").count("\n") == 1
 
     # The experiment, on the workspace's HEAD: its params (comments kept), its metrics from the shared cache.
@@ -112,7 +112,7 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
         if r["rev"] == experiment["rev"]
     ]
     assert saved["name"] == experiment["name"]
-    assert saved["data"]["params"]["params.yaml"]["data"]["evaluate"]["max_new_tokens"] == 48
+    assert saved["data"]["params"]["params.yaml"]["data"]["evaluate"]["max_new_tokens"] == 32
     assert "proxy.pass_at_1" in saved["data"]["metrics"]["reports/evaluate/headline.json"]["data"]
     assert git(ws, "show", f"{experiment['rev']}:params.yaml").startswith(COMMENT)
 
@@ -127,7 +127,7 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
         filter_string=f"tags.stage = 'evaluate' and tags.mlflow.parentRunId = '{parent.info.run_id}'",
         output_format="list",
     )
-    assert evaluate.data.params["evaluate.max_new_tokens"] == "48"
+    assert evaluate.data.params["evaluate.max_new_tokens"] == "32"
     # A run with overrides is an experiment: it registers nothing and cannot take @champion.
     registered = result["stages"]["register"]
     assert registered["registered"] is False and experiment["name"] in registered["reason"]

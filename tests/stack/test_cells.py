@@ -25,7 +25,16 @@ from flows.ablation import PIPELINE
 from tests.conftest import _merge
 from tests.flows.conftest import REDUCED, dvc, make_workspace
 from tests.flows.test_ablation import ABLATION
-from tests.stack.harness import BIN, as_client, client_env, prefect, prefect_api, stack_script, wait_for
+from tests.stack.harness import (
+    BIN,
+    WORKER_POLLING,
+    as_client,
+    client_env,
+    prefect,
+    prefect_api,
+    stack_script,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +70,7 @@ def pool_workers(stack: dict) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def workers(stack, origin, tmp_path_factory):
     """The pool, the deployment, and two process workers (one cell at a time each), each in its own clone."""
-    env = {**client_env(stack), "LEAD_GIT_REPOSITORY": str(origin), "OMP_NUM_THREADS": "1"}
+    env = {**client_env(stack), **WORKER_POLLING, "LEAD_GIT_REPOSITORY": str(origin), "OMP_NUM_THREADS": "1"}
     prefect(env, origin, "work-pool", "create", POOL, "--type", "process")
     prefect(env, origin, "--no-prompt", "deploy", "--prefect-file", "prefect.yaml", "-n", "pool")
     processes = []

@@ -53,8 +53,26 @@ def run_stage(name: str, data: dict) -> None:
 @pytest.fixture(scope="module")
 def forks():
     context = multiprocessing.get_context("forkserver")
+    # What the stages import when they run, imported once in the fork server: each child then starts with them
+    # (the stages import their libraries lazily; in a child each import would cost seconds, every try).
     context.set_forkserver_preload(
-        ["lead.stages.curate", "lead.stages.evaluate", "lead.stages.register", "transformers", __name__]
+        [
+            "lead.stages.curate",
+            "lead.stages.evaluate",
+            "lead.stages.register",
+            "lead.io.sampling",
+            "lead.io.tracking",
+            "lead.io.benchmarks",
+            "lead.core.evaluation",
+            "torch",
+            "transformers",
+            "transformers.pipelines",
+            "mlflow",
+            "mlflow.transformers",
+            "matplotlib.pyplot",
+            "pyarrow.parquet",
+            __name__,
+        ]
     )
     return context
 
