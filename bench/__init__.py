@@ -7,6 +7,7 @@ Every module ``bench/<name>.py`` other than this one and ``__main__`` defines ``
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 
@@ -32,3 +33,10 @@ def table(header: list[str], rows: list[list[object]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     # A `|` inside a cell (|x| in a gold answer) would end the cell: escape it.
     return lines + ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+
+
+def alternating(names: Sequence[str], rounds: int) -> Iterator[str]:
+    """``names`` ``rounds`` times, every other round reversed (A B, B A, A B, ...): a drift in machine load
+    during the benchmark then hits every setting alike."""
+    for r in range(rounds):
+        yield from names if r % 2 == 0 else reversed(names)

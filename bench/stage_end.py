@@ -18,13 +18,12 @@ import subprocess
 import sys
 import time
 
-from bench import Result, table
+from bench import Result, alternating, table
+from bench.startup import LAZY
 
 ROUNDS = 4
 IMPORTS = (
-    "from lead.training.lazy_vllm import match_trl_to; match_trl_to(False)\n"
-    "import mlflow, torch, transformers.pipelines\n"
-    "from trl import GRPOTrainer\n"
+    LAZY + "\nimport mlflow, torch, transformers.pipelines\n"
     "import sys, time; sys.stdout.write(repr(time.time())); sys.stdout.flush()\n"
 )
 ENDINGS = {
@@ -45,11 +44,10 @@ def run() -> Result:
     ends: dict[str, list[float]] = {k: [] for k in ENDINGS}
     whole: dict[str, list[float]] = {k: [] for k in ENDINGS}
     names = list(ENDINGS)
-    for i in range(ROUNDS):
-        for name in names if i % 2 == 0 else reversed(names):
-            end, total = _times(ENDINGS[name])
-            ends[name].append(end)
-            whole[name].append(total)
+    for name in alternating(names, ROUNDS):
+        end, total = _times(ENDINGS[name])
+        ends[name].append(end)
+        whole[name].append(total)
     med = {k: (statistics.median(ends[k]), statistics.median(whole[k])) for k in names}
     body = table(
         ["ending", "median end (s)", "median process (s)", "ends (s)"],

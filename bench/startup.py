@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from bench import Result, table
+from bench import Result, alternating, table
 
 ROUNDS = 4
 PLAIN = "from trl import GRPOTrainer"
@@ -32,9 +32,8 @@ def _seconds(code: str) -> float:
 def run() -> Result:
     times: dict[str, list[float]] = {"plain": [], "lazy": []}
     codes = {"plain": PLAIN + CHECK.format(True), "lazy": LAZY + CHECK.format(False)}
-    for i in range(ROUNDS):
-        for name in ("plain", "lazy") if i % 2 == 0 else ("lazy", "plain"):
-            times[name].append(_seconds(codes[name]))
+    for name in alternating(("plain", "lazy"), ROUNDS):
+        times[name].append(_seconds(codes[name]))
     plain, lazy = (statistics.median(times[k]) for k in ("plain", "lazy"))
     runs = {k: ", ".join(f"{t:.2f}" for t in v) for k, v in times.items()}
     body = table(

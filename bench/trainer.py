@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import Result, table
+from bench import Result, alternating, table
 
 GOAL = 1.02
 
@@ -81,11 +81,10 @@ def measure(steps: int = 10, rounds: int = 2) -> dict:
     rows = training_rows(params)
     times: dict[str, list[float]] = {"grpo": [], "lead": []}
     with tempfile.TemporaryDirectory() as tmp:
-        for r in range(rounds):
-            for kind in ("grpo", "lead") if r % 2 == 0 else ("lead", "grpo"):
-                trainer, timer = _trainer(kind, params, rows, Path(tmp) / kind, steps)
-                trainer.train()
-                times[kind].extend(timer.times[1:])  # the first step includes warm-up
+        for kind in alternating(("grpo", "lead"), rounds):
+            trainer, timer = _trainer(kind, params, rows, Path(tmp) / kind, steps)
+            trainer.train()
+            times[kind].extend(timer.times[1:])  # the first step includes warm-up
     grpo, lead = statistics.median(times["grpo"]), statistics.median(times["lead"])
     ratio = lead / grpo
     result = {
