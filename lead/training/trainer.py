@@ -124,8 +124,9 @@ class LEADTrainer(GRPOTrainer):
                 "train.penalty, train.repetition_penalty) instead"
             )
         config = kwargs.get("args") or (args[2] if len(args) > 2 else None)  # GRPOTrainer(model, funcs, args)
-        # On CPU the colocated engine must compute with the weights TRL syncs into it (lead.training.vllm_cpu).
-        with vllm_cpu.live_weights() if vllm_cpu.needed(config) else contextlib.nullcontext():
+        # On CPU the colocated engine must compute with the weights TRL syncs into it, and starts eager
+        # (lead.training.vllm_cpu).
+        with vllm_cpu.colocated() if vllm_cpu.needed(config) else contextlib.nullcontext():
             super().__init__(*args, **kwargs)
         self.lead = lead
         self.answer_column = answer_column

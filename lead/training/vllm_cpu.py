@@ -14,7 +14,12 @@ packed copy of the *old* weights, generating from a policy that no longer exists
 a sync's in-place ``load_weights`` is what the next generation computes with. Other layers (3-D MoE expert
 weights, convolutions) keep vLLM's dispatch. It costs oneDNN's packed GEMMs, which matter for large models on
 large CPUs, not for the tiny proxy model; on GPU it is never applied (:func:`needed`).
-``tests/contracts/test_trl_seam.py`` fails if vLLM moves or renames what this relies on.
+
+:func:`eager_engine` builds that engine eager, as lead's own CPU sampler is (``lead.io.sampling.CPU_ENGINE_ARGS``):
+TRL does not pass ``enforce_eager``, and vLLM's default on CPU compiles the model with inductor first, 20 s of
+a 30 s engine start for the tiny model on 2 cores, every time a trainer is built. :func:`colocated` applies
+both around the construction of the trainer. ``tests/contracts/test_trl_seam.py`` fails if vLLM or TRL moves
+or renames what this relies on.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from typing import Any
 # Where vLLM decides, per layer, how a CPU GEMM is computed (called by the linear and embedding methods at load).
 SEAM_MODULE = "vllm.model_executor.layers.utils"
 SEAM = "dispatch_cpu_unquantized_gemm"
+# Where TRL's colocated generation looks up the engine class it builds (``from vllm import LLM`` at its import).
+ENGINE_MODULE = "trl.generation.vllm_generation"
+ENGINE = "LLM"
 
 
 def needed(config: Any) -> bool:
@@ -63,3 +71,30 @@ def live_weights() -> Iterator[None]:
         yield
     finally:
         setattr(module, SEAM, original)
+
+
+@contextlib.contextmanager
+def eager_engine() -> Iterator[None]:
+    """While active, the vLLM engine TRL's colocated generation builds runs eager (``enforce_eager``, whatever TRL
+    passes): no torch.compile at its start. TRL's module name is restored on exit."""
+    from lead.io.sampling import CPU_ENGINE_ARGS
+
+    module = importlib.import_module(ENGINE_MODULE)
+    engine = getattr(module, ENGINE)
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        return engine(*args, **{**kwargs, "enforce_eager": CPU_ENGINE_ARGS["enforce_eager"]})
+
+    setattr(module, ENGINE, build)
+    try:
+        yield
+    finally:
+        setattr(module, ENGINE, engine)
+
+
+@contextlib.contextmanager
+def colocated() -> Iterator[None]:
+    """Both CPU adapters (:func:`live_weights`, :func:`eager_engine`), around the construction of a trainer whose
+    vLLM engine is colocated on CPU (:func:`needed`)."""
+    with live_weights(), eager_engine():
+        yield

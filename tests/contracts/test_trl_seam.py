@@ -67,6 +67,26 @@ def test_the_cpu_gemm_dispatch_that_live_weights_replaces_is_where_vllm_looks_it
     assert "model_runner.model.load_weights" in inspect.getsource(VLLMGeneration.sync_weights)
 
 
+def test_trls_colocated_engine_is_built_from_the_name_eager_engine_replaces():
+    """lead.training.vllm_cpu.eager_engine replaces the engine class in TRL's generation module: it acts only if
+    TRL builds its colocated engine by calling that module-level name, and vLLM's engine takes ``enforce_eager``."""
+    import importlib
+
+    from vllm import LLM
+
+    from lead.training.lazy_vllm import match_trl_to
+    from lead.training.vllm_cpu import ENGINE, ENGINE_MODULE, eager_engine
+
+    match_trl_to(True)
+    module = importlib.import_module(ENGINE_MODULE)
+    assert getattr(module, ENGINE) is LLM
+    assert f"self.llm = {ENGINE}(" in inspect.getsource(module.VLLMGeneration)
+    assert "enforce_eager" in inspect.signature(LLM.__init__).parameters
+    with eager_engine():
+        assert getattr(module, ENGINE) is not LLM
+    assert getattr(module, ENGINE) is LLM
+
+
 def test_a_trainer_without_vllm_leaves_it_unimported_and_one_with_it_gets_trl_whole_again():
     """lead.training.lazy_vllm: TRL's generation modules imported while its vLLM check answers False import no
     vLLM (nothing else in GRPOTrainer's imports does either); re-executed for a vLLM trainer, they import it and

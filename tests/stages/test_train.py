@@ -491,8 +491,8 @@ def _leave_the_process_group(environ: dict[str, str | None]) -> None:
 def test_on_cpu_the_trainer_generates_with_vllm_from_the_weights_it_trains(
     rl_params, tiny_model, cycled_outcomes, monkeypatch, request
 ):
-    """TRL's colocated vLLM on CPU (lead.training.vllm_cpu): two GRPO steps at a learning rate that changes the
-    greedy completions; after TRL's own weight sync, vLLM's greedy completions are transformers' with the
+    """TRL's colocated vLLM on CPU (lead.training.vllm_cpu), an eager engine: two GRPO steps at a learning rate that
+    changes the greedy completions; after TRL's own weight sync, vLLM's greedy completions are transformers' with the
     trained weights, and not the start model's."""
     from transformers import AutoModelForCausalLM
     from vllm import SamplingParams
@@ -514,6 +514,7 @@ def test_on_cpu_the_trainer_generates_with_vllm_from_the_weights_it_trains(
     rl_params.train.use_vllm, rl_params.train.learning_rate = True, 0.05
     assert train.run(rl_params)["steps"] == 2
     (trainer,) = trainers
+    assert trainer.vllm_generation.llm.llm_engine.model_config.enforce_eager  # no torch.compile at its start
     trainer.vllm_generation.sync_weights()  # what TRL does before generating at the next step
 
     tokenizer = trainer.processing_class
