@@ -43,6 +43,9 @@ REDUCED = {
     },
     "register": {"model_name": "lead-e2e"},
 }
+# Merged into REDUCED by tests of something else than the curriculum's stage 2: its two stages still run, each
+# writing that it is off, in seconds instead of a sampling and a training; evaluate judges stage 1's model.
+WITHOUT_STAGE2 = {"train": {"stage2": {"enabled": False}}, "evaluate": {"model": "train"}}
 RECORDER = Path(__file__).with_name("recorder")
 
 

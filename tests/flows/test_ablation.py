@@ -18,7 +18,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.ablation import PIPELINE, UPSTREAM, stage_file
 from tests.conftest import ROOT, _merge
-from tests.flows.conftest import RECORDER, REDUCED, dvc, flow_logs, make_workspace
+from tests.flows.conftest import RECORDER, REDUCED, WITHOUT_STAGE2, dvc, flow_logs, make_workspace
 from tests.flows.contract import declarations, violations
 
 pytestmark = pytest.mark.slow
@@ -35,8 +35,7 @@ ABLATION = {
         "seeds": [0],
         "max_steps": 1,
     },
-    "train": {"stage2": {"enabled": False}},
-    "evaluate": {"model": "train"},
+    **WITHOUT_STAGE2,
 }
 
 
