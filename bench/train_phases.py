@@ -52,8 +52,9 @@ def _timed(spent: dict[str, float]):
     return originals
 
 
-def measure(use_vllm: bool) -> tuple[dict[str, float], float]:
-    """Seconds per step of each phase and of a whole step (median of the step timer), over :data:`STEPS`."""
+def measure(use_vllm: bool) -> tuple[dict[str, float], float, float]:
+    """Seconds per step of each phase and of a whole step (median of the step timer), over :data:`STEPS`; and the
+    seconds the trainer took to build (with vLLM: its colocated engine's start)."""
     from bench.trainer import _trainer
     from lead.config import load_params
     from lead.training.inputs import training_rows
@@ -65,20 +66,36 @@ def measure(use_vllm: bool) -> tuple[dict[str, float], float]:
     originals = _timed(spent)
     try:
         with tempfile.TemporaryDirectory(prefix="lead-bench-") as tmp:
+            started = time.perf_counter()
             trainer, timer = _trainer("lead", params, rows, Path(tmp), STEPS)
+            built = time.perf_counter() - started
             trainer.train()
     finally:
         for (cls, name), original in originals.items():
             setattr(cls, name, original)
     step = sorted(timer.times)[len(timer.times) // 2]
-    return {name: seconds / STEPS for name, seconds in spent.items()}, step
+    return {name: seconds / STEPS for name, seconds in spent.items()}, step, built
+
+
+def params_steps() -> int:
+    """The embedded default's number of training steps (``train.max_steps``)."""
+    from lead.config import load_params
+
+    return load_params("params.yaml").train.max_steps
 
 
 def run() -> Result:
-    plain, plain_step = measure(use_vllm=False)
-    vllm, vllm_step = measure(use_vllm=True)
+    plain, plain_step, plain_built = measure(use_vllm=False)
+    vllm, vllm_step, vllm_built = measure(use_vllm=True)
     rows = [[f"`{name}`", f"{plain[name]:.3f}", f"{vllm[name]:.3f}"] for name in PHASES]
     rows.append(["**a whole step** (median, optimizer included)", f"{plain_step:.3f}", f"{vllm_step:.3f}"])
+    rows.append(
+        [
+            "building the trainer (s, once; with vLLM its engine's start)",
+            f"{plain_built:.1f}",
+            f"{vllm_built:.1f}",
+        ]
+    )
     body = [
         f"LEADTrainer on the embedded default (warm start, calibrated pool), {STEPS} steps each way; seconds per "
         "step of each phase (generation, reward, log-probability passes and loss are parts of `training_step`).",
@@ -86,8 +103,10 @@ def run() -> Result:
         *table(["phase", "transformers generate (s/step)", "vLLM colocate (s/step)"], rows),
         "",
         f"Generation is {plain['_generate_single_turn'] / plain_step:.0%} of a step with transformers and "
-        f"{vllm['_generate_single_turn'] / vllm_step:.0%} with vLLM (whose engine start, outside the steps, is "
-        "not counted here).",
+        f"{vllm['_generate_single_turn'] / vllm_step:.0%} with vLLM. Over the default's "
+        f"{params_steps()} steps, vLLM's engine start included: "
+        f"{(plain_built + plain_step * params_steps()):.0f} s with transformers, "
+        f"{(vllm_built + vllm_step * params_steps()):.0f} s with vLLM.",
     ]
     return Result(
         name="train_phases",

@@ -8,6 +8,9 @@ git and by DVC, on the same file system as the DVC cache — holding what the wo
   plus the overrides", as ``dvc exp run`` would take it (a ``dvc.lock`` not yet committed included);
 * the workspace's DVC cache (``cache.dir`` in the copy's ``config.local``, beside a copy of the workspace's own
   ``config.local``), from which ``dvc checkout`` restores the outputs, and into which the run's new outputs go;
+* a copy of the outputs DVC does not cache (``cache: false``: the ablation's cells and baselines, register's
+  record), which ``dvc checkout`` cannot restore (:func:`_carry_uncached`): without them every stage owning one
+  would run again in the copy, up to date or not (a sweep evaluated every baseline again);
 * a copy of the workspace's resume state (``paths.resume``: the calibration caches, the training checkpoints;
   no DVC output), so that a stage the overrides make stale resumes or reuses what its identity allows. A copy,
   not links: the calibration cache is appended to in place. At full scale the checkpoints are large; this is
@@ -86,6 +89,22 @@ def _carry_changes(workspace: Path, copy: Path) -> None:
             target.unlink(missing_ok=True)
 
 
+def _carry_uncached(workspace: Path, copy: Path) -> None:
+    """Copy into ``copy`` every output of the workspace's pipelines that DVC does not cache and that is there. DVC
+    then judges each as in the workspace: an up-to-date stage is skipped, a stale one runs."""
+    from dvc.repo import Repo
+
+    with Repo(str(workspace)) as repo:
+        outputs = [Path(out.fs_path) for out in repo.index.outs if not out.use_cache]
+    for source in outputs:
+        target = copy / source.relative_to(workspace)
+        if source.is_dir():
+            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+        elif source.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
 def _share_cache(workspace: Path, copy: Path) -> None:
     """Point the copy at the workspace's DVC cache, after the workspace's local config (remotes, credentials)."""
     local = workspace / ".dvc" / "config.local"
@@ -115,6 +134,7 @@ def experiment_copy(workspace: Path, run_id: str, overrides: list[str]) -> Itera
     git(["worktree", "add", "--detach", str(copy), "HEAD"], workspace)
     try:
         _carry_changes(workspace, copy)
+        _carry_uncached(workspace, copy)
         resume = load_params(workspace / "params.yaml").paths.resume
         if not resume.is_absolute() and (workspace / resume).is_dir():  # an absolute one is shared as it is
             shutil.copytree(workspace / resume, copy / resume, symlinks=True)

@@ -273,12 +273,13 @@ def test_a_reviewer_can_click_through_the_challengers_version_page(params: Param
             # the challenger's, the champion's column still "Invalid Run")
             "compare": (compare, ("evaluate.backend", "transformers", "vllm", "proxy.pass_at_1", "0.3")),
         }
+        shots = {"version": tmp_path / "version.png"}  # the version page, as docs/ shows it
         with ThreadPoolExecutor(3) as pool:  # Chromium mostly waits on the server: three at a time
             rendered = {
-                k: pool.submit(render, url, tmp_path / f"{k}.html", *want) for k, (url, want) in pages.items()
+                k: pool.submit(render, url, tmp_path / f"{k}.html", *want, screenshot=shots.get(k))
+                for k, (url, want) in pages.items()
             }
             doms = {k: future.result() for k, future in rendered.items()}
-        render(page_url, tmp_path / "version-shot.html", *version_page, screenshot=tmp_path / "version.png")
         # The evaluate run's completions, as the table its page shows (mlflow.log_table).
         table_url = urllib.parse.urljoin(page_url, runs["evaluate run"]).replace(
             "?workflowType", f"/artifacts/{urllib.parse.quote('evaluate/samples.json')}?workflowType"
