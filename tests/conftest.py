@@ -24,16 +24,17 @@ ROOT = Path(__file__).resolve().parents[1]
 # A stale figure costs only balance: re-measure with `make test PYTEST_ARGS="-n 2 --dist loadfile --durations=0"`.
 LONGEST = {
     "tests/flows/test_dag.py": 300,  # with tests/flows/conftest.py's FIRST_RUN_MODULES, which share its run
-    "tests/stack/test_stack.py": 200,
-    "tests/flows/test_ablation.py": 185,
-    "tests/stages/test_train.py": 146,
-    "tests/stack/test_cells.py": 120,
-    "tests/stages/test_generations.py": 118,
-    "tests/stack/test_registry_ui.py": 40,
-    "tests/stages/test_generation_server.py": 34,
-    "tests/unit/test_grading.py": 23,
-    "tests/stages/test_ablation.py": 22,
-    "tests/flows/test_experiment.py": 21,
+    "tests/stack/test_stack.py": 163,
+    "tests/stack/test_cells.py": 152,
+    "tests/flows/test_ablation.py": 144,
+    "tests/stages/test_train.py": 117,
+    "tests/stages/test_generations.py": 67,
+    "tests/stack/test_registry_ui.py": 54,
+    "tests/stages/test_generation_server.py": 38,
+    "tests/unit/test_stage_common.py": 18,
+    "tests/stages/test_ablation.py": 14,
+    "tests/flows/test_experiment.py": 12,
+    "tests/contracts/test_trl_seam.py": 12,
 }
 
 
