@@ -77,16 +77,12 @@ def measure(use_vllm: bool) -> tuple[dict[str, float], float, float]:
     return {name: seconds / STEPS for name, seconds in spent.items()}, step, built
 
 
-def params_steps() -> int:
-    """The embedded default's number of training steps (``train.max_steps``)."""
+def run() -> Result:
     from lead.config import load_params
 
-    return load_params("params.yaml").train.max_steps
-
-
-def run() -> Result:
     plain, plain_step, plain_built = measure(use_vllm=False)
     vllm, vllm_step, vllm_built = measure(use_vllm=True)
+    steps = load_params("params.yaml").train.max_steps  # the embedded default's training
     rows = [[f"`{name}`", f"{plain[name]:.3f}", f"{vllm[name]:.3f}"] for name in PHASES]
     rows.append(["**a whole step** (median, optimizer included)", f"{plain_step:.3f}", f"{vllm_step:.3f}"])
     rows.append(
@@ -104,9 +100,8 @@ def run() -> Result:
         "",
         f"Generation is {plain['_generate_single_turn'] / plain_step:.0%} of a step with transformers and "
         f"{vllm['_generate_single_turn'] / vllm_step:.0%} with vLLM. Over the default's "
-        f"{params_steps()} steps, vLLM's engine start included: "
-        f"{(plain_built + plain_step * params_steps()):.0f} s with transformers, "
-        f"{(vllm_built + vllm_step * params_steps()):.0f} s with vLLM.",
+        f"{steps} steps, vLLM's engine start included: {plain_built + plain_step * steps:.0f} s with "
+        f"transformers, {vllm_built + vllm_step * steps:.0f} s with vLLM.",
     ]
     return Result(
         name="train_phases",

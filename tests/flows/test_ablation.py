@@ -17,8 +17,8 @@ from prefect import task
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.ablation import PIPELINE, UPSTREAM, stage_file
-from tests.conftest import ROOT, _merge
-from tests.flows.conftest import RECORDER, REDUCED, WITHOUT_STAGE2, dvc, flow_logs, make_workspace
+from tests.conftest import ROOT
+from tests.flows.conftest import RECORDER, WITHOUT_STAGE2, dvc, flow_logs, make_workspace, reduced
 from tests.flows.contract import declarations, violations
 
 pytestmark = pytest.mark.slow
@@ -41,9 +41,7 @@ ABLATION = {
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory) -> Path:
-    config: dict = json.loads(json.dumps(REDUCED))
-    _merge(config, ABLATION)
-    ws = make_workspace(tmp_path_factory.mktemp("ablation"), config, extra=(PIPELINE,))
+    ws = make_workspace(tmp_path_factory.mktemp("ablation"), reduced(ABLATION), extra=(PIPELINE,))
     # merged into params.yaml's four variants, these two would be added to them: set them instead
     data = yaml.safe_load((ws / "params.yaml").read_text())
     data["ablation"]["variants"] = ABLATION["ablation"]["variants"]

@@ -22,8 +22,7 @@ import pytest
 import yaml
 
 from flows.ablation import PIPELINE
-from tests.conftest import _merge
-from tests.flows.conftest import REDUCED, dvc, make_workspace
+from tests.flows.conftest import dvc, make_workspace, reduced
 from tests.flows.test_ablation import ABLATION
 from tests.stack.harness import (
     BIN,
@@ -49,9 +48,7 @@ KILLED = f"{PIPELINE}:cell@grpo-0"
 @pytest.fixture(scope="module")
 def origin(stack, tmp_path_factory) -> Path:
     """The repository: the parent's workspace, and what the workers clone."""
-    config: dict = json.loads(json.dumps(REDUCED))
-    _merge(config, ABLATION)
-    ws = make_workspace(tmp_path_factory.mktemp("origin"), config, extra=(PIPELINE,))
+    ws = make_workspace(tmp_path_factory.mktemp("origin"), reduced(ABLATION), extra=(PIPELINE,))
     data = yaml.safe_load((ws / "params.yaml").read_text())
     data["ablation"]["variants"] = ABLATION["ablation"]["variants"]
     data["ablation"]["seeds"] = SEEDS

@@ -33,8 +33,8 @@ from mlflow import MlflowClient
 from lead import registration
 from lead.config import load_params
 from lead.dag import STAGES
-from tests.conftest import ROOT, _merge
-from tests.flows.conftest import REDUCED, WITHOUT_STAGE2, dvc, make_workspace
+from tests.conftest import ROOT
+from tests.flows.conftest import REDUCED, WITHOUT_STAGE2, dvc, make_workspace, reduced
 from tests.stack import test_registry_ui as ui
 from tests.stack.browser import Browser
 from tests.stack.harness import (
@@ -110,11 +110,8 @@ def flow_run(stack: dict, flow_run_id: str) -> dict:
 @pytest.fixture(scope="module")
 def workspace(stack, tmp_path_factory) -> Path:
     """A throw-away git + DVC workspace (the reduced config), the stack's DVC folder remote as its default."""
-    config: dict = json.loads(json.dumps(REDUCED))
-    _merge(
-        config, WITHOUT_STAGE2
-    )  # the stack is tested here; the DAG with stage 2 in tests/flows/test_dag.py
-    ws = make_workspace(tmp_path_factory.mktemp("workspace"), config)
+    # the stack is tested here; the DAG with stage 2 is tests/flows/test_dag.py's
+    ws = make_workspace(tmp_path_factory.mktemp("workspace"), reduced(WITHOUT_STAGE2))
     remote = stack["state"] / "dvc-remote"  # what `make stack` adds to the checkout (--local: not in git)
     remote.mkdir()
     dvc(ws, "remote", "add", "-d", "--local", "stack", str(remote))
