@@ -24,11 +24,11 @@ class TinySpec(Section):
         description="most tokens the byte-level BPE tokenizer is trained to (256 byte symbols and 4 special "
         "tokens included; <think> and </think> are added on top)",
     )
-    hidden_size: int = Field(128, ge=32, le=4096, description="width of the residual stream (embedding size)")
-    num_layers: int = Field(4, ge=1, le=64, description="transformer decoder layers")
-    num_heads: int = Field(4, ge=1, le=64, description="attention (query) heads per layer")
+    hidden_size: int = Field(160, ge=32, le=4096, description="width of the residual stream (embedding size)")
+    num_layers: int = Field(2, ge=1, le=64, description="transformer decoder layers")
+    num_heads: int = Field(5, ge=1, le=64, description="attention (query) heads per layer")
     num_kv_heads: int = Field(
-        4,
+        5,
         ge=1,
         le=64,
         description="key/value heads per layer (grouped-query attention); must divide num_heads",
@@ -36,7 +36,7 @@ class TinySpec(Section):
     head_dim: int = Field(
         32, ge=32, le=256, description="size of each attention head (vLLM's CPU backend needs >= 32)"
     )
-    intermediate_size: int = Field(384, ge=32, le=65536, description="hidden width of each layer's MLP")
+    intermediate_size: int = Field(320, ge=32, le=65536, description="hidden width of each layer's MLP")
     max_position_embeddings: int = Field(
         512,
         ge=64,

@@ -136,6 +136,9 @@ def sft_config(params: Params, output_dir: Path):
         max_steps=steps,
         max_length=ws.max_length,
         completion_only_loss=True,
+        # TRL tokenizes the 19,200 traces one chat template at a time (13 s on one core); a process per thread
+        # the stage may use halves that on 2 cores, with the same tokens.
+        dataset_num_proc=max(1, torch.get_num_threads()),
         # TRL turns gradient checkpointing on by default: pure overhead for small models on CPU.
         gradient_checkpointing=not params.model.is_tiny,
         use_cpu=not torch.cuda.is_available(),

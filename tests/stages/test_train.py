@@ -497,6 +497,8 @@ def test_on_cpu_the_trainer_generates_with_vllm_from_the_weights_it_trains(
     from transformers import AutoModelForCausalLM
     from vllm import SamplingParams
 
+    from lead.io.sampling import vllm_dtype
+
     trainers = []
     original = seam.LEADTrainer.train
 
@@ -520,18 +522,30 @@ def test_on_cpu_the_trainer_generates_with_vllm_from_the_weights_it_trains(
     tokenizer = trainer.processing_class
     prompts = [tokenizer(p.question)["input_ids"] for p in tiny_model[1][:6]]
 
-    def greedy(model) -> list[list[int]]:
-        out = []
-        for ids in prompts:
-            done = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, pad_token_id=0)
-            out.append(done[0, len(ids) :].tolist())
-        return out
-
     generated = trainer.vllm_generation.llm.generate(
         [{"prompt_token_ids": ids} for ids in prompts],
         SamplingParams(temperature=0, max_tokens=12),
         use_tqdm=False,
     )
     from_vllm = [list(g.outputs[0].token_ids) for g in generated]
-    assert from_vllm == greedy(trainer.model.eval())
-    assert from_vllm != greedy(AutoModelForCausalLM.from_pretrained(tiny_model[0]).eval())
+
+    def shortfall(model) -> float:
+        """Teacher-forced on vLLM's completions: the most any token vLLM chose falls short of ``model``'s best
+        logit at its position (0 when every token is ``model``'s greedy choice)."""
+        worst = 0.0
+        with torch.no_grad():
+            for ids, completion in zip(prompts, from_vllm, strict=True):
+                logits = model(torch.tensor([ids + completion])).logits[0, len(ids) - 1 : -1]
+                chosen = logits.gather(1, torch.tensor(completion)[:, None])[:, 0]
+                worst = max(worst, float((logits.max(-1).values - chosen).max()))
+        return worst
+
+    # Measured in logits rather than as equal token lists: the engine runs the float32 policy in bfloat16 (vLLM's
+    # default for a float32 checkpoint, lead.io.sampling.vllm_dtype), so at a near tie its greedy choice may differ
+    # from transformers' and the rest of the completion with it, although both hold the same weights. Seen here:
+    # a shortfall of 1e-3 with the trained weights, 1.4 with the start model's.
+    engine_dtype = trainer.vllm_generation.llm.llm_engine.model_config.dtype
+    assert engine_dtype == getattr(torch, vllm_dtype(rl_params.model.dtype)) == torch.bfloat16
+    assert shortfall(trainer.model.eval()) < 0.05
+    # The start model would not have written these completions: the sync is real.
+    assert shortfall(AutoModelForCausalLM.from_pretrained(tiny_model[0]).eval()) > 0.5
