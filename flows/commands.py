@@ -157,23 +157,50 @@ def run(
 INTERRUPT_GRACE = 10.0  # seconds a command has to stop after each signal before the next, harder one
 
 
-def _stop(proc: subprocess.Popen, signals: tuple[signal.Signals, ...], grace: float) -> None:
-    """Send ``proc``'s process group each of ``signals`` in turn until it has exited, ``grace`` s apart."""
-    for sig in signals:
+def _session(session: int) -> list[int]:
+    """The live processes of ``session`` (its leader and whatever it started, unless they left the session)."""
+    try:
+        pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    except OSError:
+        return []
+    return [pid for pid in pids if (stat := _stat(pid)) is not None and stat[0] == session]
+
+
+def _signal_session(session: int, sig: signal.Signals) -> None:
+    """Send ``sig`` to the process group of ``session``'s leader (as a terminal does) and to any process of the
+    session outside that group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(session, sig)
+    for pid in _session(session):
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=grace)
+            if os.getpgid(pid) != session:
+                os.kill(pid, sig)
+
+
+def _gone_within(alive: Callable[[], object], seconds: float) -> bool:
+    """Whether ``alive()`` turns false within ``seconds`` (asked every 0.1 s)."""
+    until = time.monotonic() + seconds
+    while alive():
+        if time.monotonic() > until:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _stop(proc: subprocess.Popen, signals: tuple[signal.Signals, ...], grace: float) -> None:
+    """Send ``proc``'s session each of ``signals`` in turn until all of it has ended, ``grace`` s apart. All of it:
+    ``dvc`` ends on the first signal while the stage under it is still ending its MLflow run."""
+    for sig in signals:
+        _signal_session(proc.pid, sig)
+        if _gone_within(lambda: proc.poll() is None or _session(proc.pid), grace):
             return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def stop_orphans(folder: Path, timeout: float = 30.0, grace: float = 10.0) -> list[int]:
-    """Stop the process groups of the sessions recorded under ``folder`` whose leader still runs (commands a
-    killed flow started there): SIGTERM first, so that a stage ends its MLflow run (KILLED) and cleans up, then
-    SIGKILL for whatever still runs after ``grace`` seconds; wait for the leaders to go, drop the records;
-    returns the leaders' pids.
+    """Stop the sessions recorded under ``folder`` whose leader still runs (commands a killed flow started there):
+    SIGTERM first, so that a stage ends its MLflow run (KILLED) and cleans up, then SIGKILL for whatever still runs
+    after ``grace`` seconds; wait for every process of those sessions to go, drop the records; returns the
+    leaders' pids.
 
     Only call it while holding the workspace lock: a live flow's records are its running commands.
     """
@@ -183,18 +210,19 @@ def stop_orphans(folder: Path, timeout: float = 30.0, grace: float = 10.0) -> li
         pid, started = int(record.name), record.read_text().strip()
         # The leader of its own session (pid == session id) with the recorded start time: our command itself.
         if started and _stat(pid) == (pid, int(started)):
-            os.killpg(pid, signal.SIGTERM)
+            _signal_session(pid, signal.SIGTERM)
             stopped.append(pid)
         record.unlink()
-    killed = time.monotonic() + grace
-    deadline = time.monotonic() + grace + timeout
-    while alive := [pid for pid in stopped if _stat(pid) is not None]:
-        if time.monotonic() > killed:
-            for pid in alive:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-            killed = float("inf")
-        if time.monotonic() > deadline:
-            raise CommandError(f"processes {alive} under {folder} did not stop within {timeout:.0f} s")
-        time.sleep(0.1)
+
+    # Every process of those sessions, not only their leaders: `dvc repro` ends at once on SIGTERM while the stage
+    # under it ends its MLflow run in the same sqlite store the next flow is about to write to, in the copy the
+    # caller is about to remove.
+    def alive() -> list[int]:
+        return [pid for session in stopped for pid in _session(session)]
+
+    if not _gone_within(alive, grace):
+        for session in stopped:
+            _signal_session(session, signal.SIGKILL)
+        if not _gone_within(alive, timeout):
+            raise CommandError(f"processes {alive()} under {folder} did not stop within {timeout:.0f} s")
     return stopped

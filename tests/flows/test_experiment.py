@@ -1,7 +1,9 @@
 """The pieces of a flow run as a DVC experiment: the params written, the copy of the workspace, the experiment
 saved, and the stopping of what a killed flow left running (the whole flow: tests/flows/test_pipeline.py)."""
 
+import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -97,6 +99,52 @@ def test_an_orphan_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_pat
         stubborn.wait()
 
 
+# A leader that dies at once on SIGINT or SIGTERM (as `dvc repro` does) over a process of its session that takes a
+# while to end (as a stage ends its MLflow run): it prints the stage's pid once the stage's handler is in place.
+_STAGE = """import pathlib, signal, sys, time
+def end(*_):
+    time.sleep(1.5)
+    pathlib.Path(sys.argv[1]).write_text("ended")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, end)
+signal.signal(signal.SIGINT, end)
+print(__import__("os").getpid(), flush=True)
+time.sleep(60)
+"""
+_LEADER = (
+    "import subprocess, sys, time\n"
+    "subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]])\n"
+    "time.sleep(60)\n"
+)
+
+
+def _leader_over_a_slow_stage(ended) -> tuple[subprocess.Popen, int]:
+    leader = subprocess.Popen(
+        [sys.executable, "-c", _LEADER, _STAGE, str(ended)], start_new_session=True, stdout=subprocess.PIPE
+    )
+    return leader, int(leader.stdout.readline())
+
+
+def test_an_orphan_is_stopped_with_every_process_of_its_session_not_only_its_leader(tmp_path):
+    """Seen in the suite: the next flow's ``mlflow.start_run`` failed with "database is locked" while the stage of a
+    killed flow's ``dvc repro``, whose end only the leader's was waited for, still wrote its MLflow run's end into
+    the same sqlite store, in the copy that clean_stale had already removed."""
+    sessions = tmp_path / SESSIONS
+    sessions.mkdir(parents=True)
+    ended = tmp_path / "stage-ended"
+    leader, stage = _leader_over_a_slow_stage(ended)
+    try:
+        (sessions / str(leader.pid)).write_text(str(_stat(leader.pid)[1]))
+        assert stop_orphans(tmp_path, grace=10.0) == [leader.pid]
+        assert _stat(stage) is None  # gone when stop_orphans returns ...
+        assert ended.read_text() == "ended"  # ... after it ended as it does on SIGTERM, not killed
+    finally:
+        leader.kill()
+        leader.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stage, signal.SIGKILL)
+
+
 def test_a_command_is_interrupted_with_the_flow_instead_of_waited_for(tmp_path):
     script = "import time; print('started', flush=True); time.sleep(60)"
 
@@ -108,6 +156,23 @@ def test_a_command_is_interrupted_with_the_flow_instead_of_waited_for(tmp_path):
         run([sys.executable, "-c", script], tmp_path, on_line=stop)
     assert time.monotonic() - started < 30
     assert list((tmp_path / SESSIONS).iterdir()) == []  # it ended: nothing for a later flow to stop
+
+
+def test_an_interrupted_command_is_waited_for_until_every_process_of_its_session_has_ended(tmp_path):
+    ended, stages = tmp_path / "stage-ended", []
+
+    def stop(line: str) -> None:
+        stages.append(int(line))
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run([sys.executable, "-c", _LEADER, _STAGE, str(ended)], tmp_path, on_line=stop)
+    try:
+        assert _stat(stages[0]) is None
+        assert ended.read_text() == "ended"  # its own end, on the SIGINT passed on
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stages[0], signal.SIGKILL)
 
 
 def test_an_interrupted_command_that_ignores_sigint_is_terminated(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ import mlflow
 import pytest
 from mlflow import MlflowClient
 
-from flows.commands import SESSIONS, _stat, stop_orphans
+from flows.commands import SESSIONS, _session, _stat, stop_orphans
 from flows.experiment import RUNS
 from lead.config import ParamsError
 from lead.dag import STAGES
@@ -215,7 +215,7 @@ def test_a_killed_run_leaves_the_workspace_as_it_was_and_the_next_run_cleans_up(
 
         assert result["outcomes"] == dict.fromkeys(STAGES, "skipped")
         assert not copy.exists() and git(ws, "worktree", "list").count("\n") == 1
-        assert all(_stat(pid) is None for pid in orphans)  # stopped, not left to train on
+        assert not any(_session(pid) for pid in orphans)  # stopped, stages too, not left to train on
         assert_as_it_was(ws, params)
         summary = latest_summary()
         assert "the workspace itself (no overrides)" in summary
