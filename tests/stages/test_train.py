@@ -493,7 +493,7 @@ def test_on_cpu_the_trainer_generates_with_vllm_from_the_weights_it_trains(
 ):
     """TRL's colocated vLLM on CPU (lead.training.vllm_cpu), an eager engine: two GRPO steps at a learning rate that
     changes the greedy completions; after TRL's own weight sync, vLLM's greedy completions are transformers' with the
-    trained weights, and not the start model's."""
+    trained weights up to the engine's bfloat16 rounding, and far from the start model's."""
     from transformers import AutoModelForCausalLM
     from vllm import SamplingParams
 
