@@ -532,8 +532,6 @@ def sweep(
     import subprocess
     import sys
 
-    import yaml
-
     from lead.config.ablation import sweep_variants
     from lead.config.load import _as_yaml
 
@@ -543,7 +541,7 @@ def sweep(
         if not sep or not raw:
             console.print(f"[bold red]error:[/] {item!r}: give KEY=V1,V2,... (a train key and its values)")
             raise typer.Exit(2)
-        values[key.removeprefix("train.")] = [yaml.safe_load(v) for v in raw.split(",")]
+        values[key.removeprefix("train.")] = [_sweep_value(item, v) for v in raw.split(",")]
     try:
         seed_list = [int(s) for s in seeds.split(",")]
     except ValueError:
@@ -566,6 +564,17 @@ def sweep(
     console.print(shlex.join(command), highlight=False, markup=False, soft_wrap=True)
     if not dry_run:
         raise typer.Exit(subprocess.run(command, cwd=DEFAULT_PARAMS.parent).returncode)
+
+
+def _sweep_value(item: str, raw: str) -> object:
+    """One value of a sweep's ``KEY=V1,V2`` as the params loader reads values (one line when refused)."""
+    from lead.config import read_yaml
+
+    try:
+        return read_yaml(raw, repr(item))
+    except ParamsError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

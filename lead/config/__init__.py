@@ -34,6 +34,7 @@ from lead.config.load import (
     load_params,
     merge,
     parse_params,
+    read_yaml,
     recipe_overrides,
     set_path,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "load_params",
     "merge",
     "parse_params",
+    "read_yaml",
     "recipe_overrides",
     "section_type",
     "set_path",

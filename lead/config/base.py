@@ -38,7 +38,12 @@ class Section(BaseModel):
     def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
         # pydantic reads true as 1: `max_steps: true` would train one step. A boolean is never a count.
         field = cls.model_fields.get(info.field_name or "")
-        if field is None or not _numeric(field.annotation) or _accepts_bool(field.annotation):
+        if field is None:
+            return value
+        if _accepts_bool(field.annotation) and not _accepts(field.annotation, str) and isinstance(value, str):
+            # pydantic reads 'yes', 'on', 'y' and '1' as true; DVC's YAML reads them as strings: one meaning only.
+            raise ValueError(f"expected true or false, got the string {value!r}")
+        if not _numeric(field.annotation) or _accepts_bool(field.annotation):
             return value
         if isinstance(value, bool):
             raise ValueError(f"expected a number, got the boolean {value}")
@@ -47,8 +52,13 @@ class Section(BaseModel):
         return value
 
 
+def _accepts(annotation: Any, kind: type) -> bool:
+    """Whether a field's type is ``kind`` or holds it (``kind | None``, ``list[kind]``, ...)."""
+    return annotation is kind or any(_accepts(a, kind) for a in get_args(annotation))
+
+
 def _accepts_bool(annotation: Any) -> bool:
-    return annotation is bool or any(_accepts_bool(a) for a in get_args(annotation))
+    return _accepts(annotation, bool)
 
 
 def yaml_fields(model: type[BaseModel]) -> dict[str, FieldInfo]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lead.config.load import DEFAULT_PARAMS, ParamsError, apply_overrides, parse_params
+from lead.config.load import DEFAULT_PARAMS, ParamsError, apply_overrides, parse_params, read_yaml
 
 _MISSING = object()
 
@@ -44,19 +44,18 @@ def dvc_args(path: Path, overrides: list[str]) -> str:
     import shutil
     import tempfile
 
-    import yaml
     from dvc.utils.hydra import apply_overrides as dvc_apply
 
     from lead.core.experiments import flatten
 
-    text = path.read_text(encoding="utf-8")
-    data = yaml.safe_load(text) or {}
-    expected = apply_overrides(yaml.safe_load(text) or {}, overrides)
+    text = path.read_bytes()
+    data = read_yaml(text, str(path)) or {}
+    expected = apply_overrides(read_yaml(text, str(path)) or {}, overrides)
     args = []
     for item in overrides:
         key, _, raw = item.partition("=")
         prefix = "++" if _lookup(data, key) is _MISSING else ""
-        args.append(f"{prefix}{key}={hydra_value(yaml.safe_load(raw))}")
+        args.append(f"{prefix}{key}={hydra_value(read_yaml(raw, repr(item)))}")
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "params.yaml"
         shutil.copyfile(path, copy)
@@ -66,7 +65,7 @@ def dvc_args(path: Path, overrides: list[str]) -> str:
             cause = f" ({exc.__cause__})" if exc.__cause__ else ""
             raise ParamsError(f"dvc exp run would refuse these -S arguments: {exc}{cause}") from None
         # As the stages read it: DVC writes 1e-06 where YAML 1.1 reads a string, which a float key accepts.
-        got = parse_params(yaml.safe_load(copy.read_text(encoding="utf-8")), "dvc exp run -S")
+        got = parse_params(read_yaml(copy.read_bytes(), "dvc exp run -S"), "dvc exp run -S")
     want = parse_params(expected, str(path)).model_dump(mode="json")
     wrong = [
         key for key, value in flatten(got.model_dump(mode="json")).items() if _lookup(want, key) != value

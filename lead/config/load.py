@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -26,6 +27,90 @@ DEFAULT_PARAMS = Path("params.yaml")
 
 class ParamsError(ValueError):
     """Bad ``params.yaml``: the message names every bad key, its value and what is allowed."""
+
+
+# What a params file may hold, checked while it is read, before any value is built: a params file is a page of
+# settings, so these bounds are generous, and they keep a hostile file (an alias bomb, a 10 MB string) from
+# costing memory or minutes before the first check.
+MAX_PARAMS_BYTES = 1 << 20
+MAX_SCALAR_CHARS = 1 << 16
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+
+
+class _ParamsLoader(yaml.SafeLoader):
+    """PyYAML's safe loader as DVC reads params files: YAML 1.2 booleans (only ``true``/``false``; ``yes``,
+    ``no``, ``on`` and ``off`` are strings, as DVC's ruamel reads them, so both tools see one value), no
+    aliases (``*name``: each is a reference that validation and DVC's hashing walk again, nine nested nine-way
+    aliases are 9**9 values), no key given twice (YAML's last-wins would drop the first silently), no scalar
+    over :data:`MAX_SCALAR_CHARS`."""
+
+    yaml_implicit_resolvers: ClassVar = {
+        first: [r for r in resolvers if r[0] != _BOOL_TAG]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _Refused(
+                event.start_mark,
+                f"the alias *{event.anchor} is not allowed in a params file (write the value out)",
+            )
+        return super().compose_node(parent, index)
+
+    def construct_scalar(self, node: Any) -> Any:
+        if len(node.value) > MAX_SCALAR_CHARS:
+            raise _Refused(
+                node.start_mark, f"a value of {len(node.value):,} characters (at most {MAX_SCALAR_CHARS:,})"
+            )
+        return super().construct_scalar(node)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key is not None and key in seen:
+                raise _Refused(
+                    key_node.start_mark,
+                    f"the key '{key}' is given twice in one section (also line {seen[key]}): keep one",
+                )
+            if key is not None:
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+_ParamsLoader.add_implicit_resolver(
+    _BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+class _Refused(Exception):
+    def __init__(self, mark: Any, why: str) -> None:
+        super().__init__(f"line {mark.line + 1}: {why}")
+
+
+def read_yaml(text: str | bytes, source: str) -> Any:
+    """The YAML document ``text`` (a params file, a recipe, an override's value), read as DVC reads params
+    (:class:`_ParamsLoader`); anything refused -- not UTF-8, over :data:`MAX_PARAMS_BYTES`, not YAML, an alias, a
+    key twice, a huge value -- is one :class:`ParamsError` line naming ``source`` and the line."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = text[: exc.start].count(b"\n") + 1
+            raise ParamsError(
+                f"{source}: not UTF-8 text (byte 0x{text[exc.start]:02x} on line {line}): save it as UTF-8"
+            ) from None
+    if len(text.encode("utf-8")) > MAX_PARAMS_BYTES:
+        raise ParamsError(
+            f"{source}: {len(text.encode('utf-8')):,} bytes, over the {MAX_PARAMS_BYTES:,} a params file may hold"
+        )
+    try:
+        return yaml.load(text, Loader=_ParamsLoader)  # a SafeLoader
+    except _Refused as exc:
+        raise ParamsError(f"{source}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{source}: not valid YAML: {exc}") from None
 
 
 def did_you_mean(name: str, allowed: Sequence[str], prefix: str = "") -> str:
@@ -100,7 +185,7 @@ def _describe(error: dict[str, Any], source: str) -> str:
         if len(args) == 3:
             rule, key, value = args
             return f"{source}: {'.'.join(map(str, (*loc, key)))} = {value!r}: {rule}"
-        where = f"{'.'.join(map(str, loc))}: " if loc else ""
+        where = f"{'.'.join(map(str, loc))} = {value!r}: " if loc else ""  # a field's own validator
         return f"{source}: {where}{error['msg'].removeprefix('Value error, ')}"
     name = ".".join(map(str, loc))
     if error["type"] == "extra_forbidden" and name in RETIRED:
@@ -132,7 +217,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         if not sep or not key:
             raise ParamsError(f"override {item!r}: expected KEY=VALUE, e.g. train.max_steps=20")
         try:
-            value = yaml.safe_load(raw)
+            value = yaml.load(raw, Loader=_ParamsLoader)  # a SafeLoader
+        except _Refused as exc:
+            raise ParamsError(f"override {item!r}: {str(exc).partition(': ')[2]}") from None
         except yaml.YAMLError as exc:
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             raise ParamsError(
@@ -158,15 +245,12 @@ def recipe_overrides(path: str | os.PathLike[str]) -> list[str]:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes()
     except FileNotFoundError:
         raise ParamsError(f"recipe {path}: no such file (the shipped ones are in recipes/)") from None
     except OSError as exc:
         raise ParamsError(f"recipe {path}: cannot be read ({exc.strerror or exc})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ParamsError(f"recipe {path}: not valid YAML: {exc}") from None
+    data = read_yaml(text, f"recipe {path}")
     if data is None:  # an empty file (or only comments) changes nothing
         return []
     if not isinstance(data, dict):
@@ -195,23 +279,59 @@ def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS, overrides: list[s
     """Read, override and validate ``params.yaml``. Errors are :class:`ParamsError` with one clear message."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes()
     except FileNotFoundError:
         raise ParamsError(
             f"{path}: no such params file (run from the repository root, or pass --params)"
         ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ParamsError(f"{path}: not valid YAML: {exc}") from None
+    except OSError as exc:
+        raise ParamsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    data = read_yaml(text, str(path))
     # A top level that is not a mapping takes no overrides: parse_params names the problem.
     if overrides and isinstance(data, dict | None):
         data = apply_overrides(data or {}, overrides)
     params = parse_params(data, str(path))
-    outside = outside_workspace((data or {}).get("paths") or {}, path.resolve().parent)
-    if outside:
-        raise ParamsError("\n".join(f"{path}: {line}" for line in outside))
+    workspace = path.resolve().parent
+    problems = [
+        *outside_workspace((data or {}).get("paths") or {}, workspace, params.tracking.uri),
+        *_not_a_model(params.model.base, workspace),
+    ]
+    if problems:
+        raise ParamsError("\n".join(f"{path}: {line}" for line in problems))
     return params
+
+
+def _not_a_model(base: str, workspace: Path) -> list[str]:
+    """A line when ``model.base`` names a local folder (a path that exists, or one written as a path) that is no
+    model folder (no ``config.json``): refused here rather than when the warm start loads it minutes later. A
+    hub id (``org/name``) that is no local folder is the hub's to judge."""
+    if base == "tiny":
+        return []
+    written_as_path = base.startswith(("/", "./", "../", "~"))
+    folder = (workspace / Path(base).expanduser()).resolve()
+    if not (written_as_path or folder.is_dir()):
+        return []
+    if not folder.is_dir():
+        return [
+            f"model.base = {base!r}: no such folder (a local model is a folder with config.json; a hub id is org/name)"
+        ]
+    if not (folder / "config.json").is_file():
+        return [f"model.base = {base!r}: {folder} holds no config.json, so it is not a model folder"]
+    return []
+
+
+def _local_store(uri: str | None) -> Path | None:
+    """The file or folder a ``file:`` or ``sqlite:`` tracking URI writes to; None for a server or null."""
+    if not uri:
+        return None
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path))
+    if parsed.scheme == "sqlite":  # sqlite:///relative.db, sqlite:////absolute.db
+        return Path(unquote(uri.removeprefix("sqlite:///")))
+    return None
 
 
 # The paths stages write to: they stay inside the workspace (the folder of params.yaml) unless allowed.
@@ -219,15 +339,26 @@ WRITTEN_PATHS = ("curated", "models", "reports", "resume")
 ALLOW_EXTERNAL_ENV = "LEAD_ALLOW_EXTERNAL_PATHS"
 
 
-def outside_workspace(paths: Mapping[str, Any], workspace: Path) -> list[str]:
+def outside_workspace(
+    paths: Mapping[str, Any], workspace: Path, tracking_uri: str | None = None
+) -> list[str]:
     """One line per ``paths.*`` key that stages write to (:data:`WRITTEN_PATHS`) whose value resolves -- symlinks
-    followed -- outside ``workspace``; none when :data:`ALLOW_EXTERNAL_ENV` is ``1`` (a shared location on
-    purpose: the ``lead`` CLI and the flows write there; ``dvc repro`` refuses outputs outside the repository).
-    Checked when params are read, so a bad path stops every way in before anything is written."""
+    followed -- outside ``workspace``, and for a ``tracking_uri`` that is a local store (``file:``, ``sqlite:``)
+    outside it; none when :data:`ALLOW_EXTERNAL_ENV` is ``1`` (a shared location on purpose: the ``lead`` CLI
+    and the flows write there; ``dvc repro`` refuses outputs outside the repository). Checked when params are
+    read, so a bad path stops every way in before anything is written."""
     if os.environ.get(ALLOW_EXTERNAL_ENV) == "1":
         return []
     root = workspace.resolve()
     lines = []
+    store = _local_store(tracking_uri)
+    if store is not None:
+        where = (root / store).resolve()
+        if where != root and root not in where.parents:
+            lines.append(
+                f"tracking.uri = {tracking_uri!r} writes to {where}, outside the workspace {root}; keep the "
+                f"store inside (null: mlflow.db here), use a server (http://...), or set {ALLOW_EXTERNAL_ENV}=1"
+            )
     for key in WRITTEN_PATHS:
         value = paths.get(key)
         if not isinstance(value, str) or not value:

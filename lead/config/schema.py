@@ -102,6 +102,19 @@ class Params(Section):
         return self
 
     @model_validator(mode="after")
+    def _proxy_warm_start(self) -> Params:
+        # The proxy's SFT traces are tokenized by the tokenizer built with the tiny model, for it.
+        if self.warmstart.enabled and self.warmstart.dataset == "proxy" and not self.model.is_tiny:
+            raise _rule(
+                "warmstart.dataset",
+                "proxy",
+                f"needs model.base = 'tiny' (model.base is {self.model.base!r}): the proxy's traces are written "
+                "for the tokenizer built with the tiny model; give a real model an SFT dataset (a hub id or a "
+                ".jsonl/.parquet) or set warmstart.enabled: false",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _ablation_variants(self) -> Params:
         for name in self.ablation.variants:  # every variant must make valid train settings
             try:

@@ -267,6 +267,14 @@ class TrainParams(Section):
 
     @model_validator(mode="after")
     def _groups(self) -> TrainParams:
+        init = self.grpo_config.get("model_init_kwargs")
+        if isinstance(init, dict) and "trust_remote_code" in init:
+            # One switch for running a repository's own code, read by every stage that loads a model.
+            raise _rule(
+                "grpo_config",
+                {"model_init_kwargs": {"trust_remote_code": init["trust_remote_code"]}},
+                "set train.trust_remote_code instead (the one switch for a model repository's own code)",
+            )
         if self.batch_size % self.num_generations:
             raise _rule(
                 "num_generations",

@@ -92,6 +92,35 @@ BAD = [
         "evaluate: {model: train_stage2}",
         ["evaluate.model = 'train_stage2'", "train.stage2.enabled"],
     ),
+    # Hostile or mistaken files, refused while reading, before any value is built (issue: trust at the edges).
+    ("a string for a boolean", "train: {bf16: 'yes'}", ["train.bf16", "expected true or false", "'yes'"]),
+    ("YAML 1.1's yes is a string, as DVC reads it", "train: {bf16: yes}", ["train.bf16", "'yes'"]),
+    (
+        "a key twice",
+        "train:\n  max_steps: 3\n  max_steps: 4\n",
+        ["line 3", "'max_steps' is given twice", "line 2"],
+    ),
+    ("an alias", "a: &x 3\ntrain: {max_steps: *x}", ["line 2", "alias *x"]),
+    (
+        "the proxy's warm start on another model",
+        "model: {base: evil/model}",
+        ["warmstart.dataset = 'proxy'", "needs model.base = 'tiny'", "evil/model"],
+    ),
+    (
+        "a local folder that is no model",
+        "model: {base: /etc}\nwarmstart: {enabled: false}",
+        ["model.base = '/etc'", "no config.json"],
+    ),
+    (
+        "remote code by the back door",
+        "train: {grpo_config: {model_init_kwargs: {trust_remote_code: true}}}",
+        ["train.grpo_config", "train.trust_remote_code"],
+    ),
+    (
+        "a local store outside the workspace",
+        "tracking: {uri: 'file:///tmp/elsewhere'}",
+        ["tracking.uri", "outside"],
+    ),
 ]
 
 
@@ -105,6 +134,48 @@ def test_bad_params_stop_with_a_precise_message(tmp_path, what, text, fragments)
     assert str(path) in message
     for fragment in fragments:
         assert fragment in message, f"{what}: {fragment!r} not in {message!r}"
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once_before_any_expansion(tmp_path):
+    # Nine levels of nine-way aliases are 9**9 values once walked; the reader refuses the first alias, in
+    # milliseconds, whatever the section (pydantic's walk of a free-form dict such as grpo_config never starts).
+    import resource
+    import time
+
+    lines = ['lol0: &lol0 "lol"']
+    lines += [f"lol{i}: &lol{i} [{', '.join([f'*lol{i - 1}'] * 9)}]" for i in range(1, 10)]
+    for where in ("train:\n  stage2:\n    overrides: {bomb: *lol9}", "train:\n  grpo_config: {bomb: *lol9}"):
+        path = tmp_path / "params.yaml"
+        path.write_text("\n".join(lines) + "\n" + where + "\n")
+        before, started = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter()
+        with pytest.raises(ParamsError, match=r"line 2: the alias \*lol0 is not allowed"):
+            load_params(path)
+        assert time.perf_counter() - started < 1.0
+        assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # KiB
+
+
+def test_a_params_file_that_is_not_utf8_or_too_large_is_one_line(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_bytes(b"train:\n  max_steps: 3\n  seed: \xff\n")
+    with pytest.raises(ParamsError) as info:
+        load_params(path)
+    assert str(info.value) == f"{path}: not UTF-8 text (byte 0xff on line 3): save it as UTF-8"
+    path.write_text("model:\n  prompt_suffix: '" + "x" * 70_000 + "'\n")
+    with pytest.raises(ParamsError, match="line 2: a value of 70,000 characters"):
+        load_params(path)
+    path.write_text("# padding\n" * 110_000)
+    with pytest.raises(ParamsError, match="bytes, over the 1,048,576 a params file may hold"):
+        load_params(path)
+
+
+def test_overrides_read_values_as_dvc_does(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("train: {max_steps: 5}")
+    with pytest.raises(ParamsError, match=r"train\.bf16 = 'on': expected true or false"):
+        load_params(path, ["train.bf16=on"])
+    assert load_params(path, ["train.bf16=true"]).train.bf16 is True
+    with pytest.raises(ParamsError, match=r"override 'train.max_steps=\*a': the alias \*a"):
+        load_params(path, ["train.max_steps=*a"])
 
 
 def test_every_error_is_reported_at_once(tmp_path):
