@@ -4,7 +4,7 @@
 ablation/dvc.yaml`` trains the cells one after another even where a work pool has a free GPU per cell. This
 flow keeps DVC the judge of what is stale and of data versions, and runs the cells side by side:
 
-1. the upstream stages the cells read (:data:`UPSTREAM`: curate, warmstart, calibrate) with the pipeline
+1. the upstream stages the cells read (:data:`UPSTREAM`: params, curate, warmstart, calibrate) with the pipeline
    flow's own tasks (``dvc repro --single-item``: up-to-date ones are skipped in a second);
 2. ``dvc status --json ablation/dvc.yaml``: the stale cells (a cell whose settings, its own variant's keys,
    inputs and code are unchanged since it last ran is not run again);
@@ -57,6 +57,7 @@ from flows.commands import CommandError, dvc_executable, git, run, stage_env
 from flows.pipeline import TASKS, flow_place, save_task
 from flows.prefect_api import STOPPING, Override, RunStopped, check_then_start, stopped
 from lead.config import load_params
+from lead.dag import ABLATION, ablation_output
 
 PIPELINE = "ablation/dvc.yaml"
 REPORT = f"{PIPELINE}:report"
@@ -348,14 +349,18 @@ def _ablation(
                 stage_env(parent_id, uri),
             )
             experiment = None
-            if name:
-                rev = save_task(str(run_dir), name, [PIPELINE])
+            if (
+                name
+            ):  # the report (uncached, git-ignored) in the experiment's commit: `dvc exp apply` brings it
+                report = [str(ablation_output(params, k)) for k in ABLATION["report"].outputs]
+                rev = save_task(str(run_dir), name, [PIPELINE], [str(run_dir / p) for p in report])
                 experiment = {
                     "name": name,
                     "rev": rev,
                     "baseline": git(["rev-parse", "HEAD"], root).strip(),
                 }
             result = json.loads((report_file.with_suffix(".json")).read_text())
+            table = report_file.read_text().split("\n\n", 1)[0]  # the first table: one row per variant
         finally:
             mlflow.log_metric("cells_seconds", seconds)
             create_markdown_artifact(
@@ -374,6 +379,7 @@ def _ablation(
         "target": result["target"],
         "claims": {c["key"]: c["verdict"] for c in result["claims"]},
         "experiment": experiment,
+        "table": table,
     }
 
 
@@ -398,6 +404,14 @@ def main(argv: list[str] | None = None) -> None:
         cell_deployment=args.cell_deployment,
         return_state=True,
     )
+    if state.is_completed():  # the table last, where the user looks: one row per variant (point of a sweep)
+        done = state.result()
+        print(f"\n{done['table']}")
+        if done["experiment"]:
+            name = done["experiment"]["name"]
+            print(
+                f"\nDVC experiment {name}: `dvc exp apply {name}` brings reports/ablation/ into the workspace"
+            )
     sys.exit(0 if state.is_completed() else 1)  # the run's last log line said why
 
 

@@ -33,10 +33,11 @@ from flows.commands import CommandError, dvc_executable, git, run, stage_env
 
 ARTIFACT_KEY = "lead-cell"
 UPSTREAM = (
+    "params",
     "curate",
     "warmstart",
     "calibrate",
-)  # what the cells read (tests/flows/test_ablation.py checks it)
+)  # what the cells read, and the check of params.yaml before them (tests/flows/test_ablation.py checks it)
 CREDENTIALS = ("password", "secret", "token", "key_id", "access_key", "credential")  # never travel as options
 
 

@@ -155,10 +155,15 @@ def experiment_copy(workspace: Path, run_id: str, overrides: list[str]) -> Itera
         git(["worktree", "prune"], workspace)
 
 
-def save_experiment(copy: Path, name: str, stages: list[str]) -> str:
-    """``dvc exp save -n <name> <stages>`` in ``copy``: the experiment commit's sha."""
+def save_experiment(copy: Path, name: str, stages: list[str], include: list[Path] = ()) -> str:
+    """``dvc exp save -n <name> <stages>`` in ``copy``: the experiment commit's sha. ``include``: files (under
+    ``copy``) that git ignores but the experiment must carry -- small uncached results such as a sweep's report,
+    which ``dvc exp apply`` then brings into the workspace with the params and ``dvc.lock``."""
     lines: list[str] = []
-    run([dvc_executable(), "exp", "save", "--json", "-n", name, *stages], copy, on_line=lines.append)
+    extra = [
+        a for path in include if path.exists() for a in ("--include-untracked", str(path.relative_to(copy)))
+    ]
+    run([dvc_executable(), "exp", "save", "--json", "-n", name, *extra, *stages], copy, on_line=lines.append)
     saved = [json.loads(line) for line in lines if line.startswith("{")]
     if not saved or not saved[-1].get("ref"):
         raise CommandError(f"`dvc exp save` in {copy} printed no experiment commit:\n" + "\n".join(lines))

@@ -169,9 +169,9 @@ def push_task(workspace: str) -> None:
 
 
 @task(name="save-experiment")
-def save_task(copy: str, name: str, stages: list[str]) -> str:
-    """The copy's state as the DVC experiment ``name`` (its commit sha)."""
-    rev = save_experiment(Path(copy), name, stages)
+def save_task(copy: str, name: str, stages: list[str], include: list[str] | None = None) -> str:
+    """The copy's state as the DVC experiment ``name`` (its commit sha), with the ``include`` files too."""
+    rev = save_experiment(Path(copy), name, stages, [Path(p) for p in include or []])
     get_run_logger().info(
         "saved as the DVC experiment %s (%s): `dvc exp apply %s` to bring it in", name, rev, name
     )

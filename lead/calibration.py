@@ -51,7 +51,7 @@ from lead.core import difficulty
 from lead.dag import REGISTRY, manifest_path, output, published_model, published_outputs, resume_dir
 from lead.io import calibration_cache
 from lead.io.files import atomic_path, write_json, write_text
-from lead.io.fingerprint import model_fingerprint, publish, unpublish, verify
+from lead.io.fingerprint import model_fingerprint, publish, verify
 
 if TYPE_CHECKING:
     from lead.core.outcomes import OutcomeRules
@@ -373,7 +373,6 @@ def calibrate_pool(
     target = target or stage1_target(params)
     server = cfg.server if target.stage == "calibrate" else None
     manifest = manifest_path(params, target.stage)
-    unpublish(manifest)
     cal = pool_records(params, target, server=server)
     records = cal.records
     out = cal.pool.copy()

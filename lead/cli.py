@@ -104,17 +104,38 @@ def params(
             'DVC\'s own -S parser: eval "dvc exp run $(lead params --recipe FILE --as-dvc-args)".',
         ),
     ] = False,
+    restore: Annotated[
+        bool,
+        typer.Option(
+            "--restore",
+            help="Put back the last params.yaml that passed the check (a refused `dvc exp run` leaves its -S "
+            "values in the file); prints what it changed back.",
+        ),
+    ] = False,
 ) -> None:
-    """Validate params.yaml and print the fully resolved parameters (defaults included), explain one key, or
-    print a recipe's keys as `dvc exp run -S` arguments."""
+    """Validate params.yaml and print the fully resolved parameters (defaults included), explain one key, print
+    a recipe's keys as `dvc exp run -S` arguments, or restore the last valid params.yaml."""
     import yaml
 
     from lead.config.explain import explain as explain_entry
     from lead.config.explain import json_schema, lookup
+    from lead.config.last_valid import remember
+    from lead.config.last_valid import restore as restore_last_valid
 
-    if sum((check, explain is not None, schema is not None, as_dvc_args)) > 1:
-        raise typer.BadParameter("give one of --check, --explain, --schema and --as-dvc-args")
+    if sum((check, explain is not None, schema is not None, as_dvc_args, restore)) > 1:
+        raise typer.BadParameter("give one of --check, --explain, --schema, --as-dvc-args and --restore")
     overrides = [*_recipe_overrides(recipe), *(overrides or [])]
+    if restore:
+        try:
+            undone = restore_last_valid(path)
+        except ParamsError as exc:
+            console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        what = "; ".join(undone) if undone else "nothing differed"
+        console.print(
+            f"{path}: restored the last valid one (changed back: {what})", highlight=False, soft_wrap=True
+        )
+        return
     if schema is not None:  # the schema is the code's, not the file's: params.yaml is not read
         text = json_schema()
         if schema == "-":
@@ -133,8 +154,7 @@ def params(
         typer.echo(explain_entry(entry, _params(path, overrides), source))
         return
     resolved = _params(path, overrides)
-    _check_train_settings(resolved)
-    _check_sources(resolved)
+    _check(resolved)
     if as_dvc_args:
         if not overrides:
             raise typer.BadParameter("--as-dvc-args prints the overrides of --recipe and --set: give one")
@@ -145,6 +165,8 @@ def params(
             raise typer.Exit(2) from None
         return
     if check:
+        if not overrides:
+            remember(path)
         console.print(f"{path}: valid", highlight=False)
         return
     console.print(
@@ -152,26 +174,16 @@ def params(
     )
 
 
-def _check_train_settings(resolved: Params) -> None:
-    """The train settings only TRL or the launch can judge (:func:`lead.training.grpo_config.check_train_settings`;
-    TRL is imported only for a non-empty train.grpo_config); a bad one exits 2."""
-    from lead.training.grpo_config import check_train_settings
+def _check(resolved: Params) -> None:
+    """The checks the schema cannot make (the params stage's: TRL's train settings, local source files); a
+    failure exits 2."""
+    from lead.checks import check_params
 
     try:
-        check_train_settings(resolved)
+        check_params(resolved)
     except ParamsError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-
-
-def _check_sources(resolved: Params) -> None:
-    """Every local file named in curate.sources exists (exit 2 with one line per missing one)."""
-    from lead.io.sources import missing_sources
-
-    missing = missing_sources(resolved.curate.sources, resolved.paths.raw)
-    if missing:
-        console.print(f"[bold red]error:[/] {escape(chr(10).join(missing))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
 
 
 @app.command()
@@ -417,7 +429,7 @@ def register(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None) -> None
     from lead.stages import register as stage
 
     s = stage.run(_params(path, overrides))
-    if not s["registered"]:
+    if not s["registered"] or not s.get("new_version", True):  # an experiment; or already that version
         console.print(s["reason"], highlight=False)
         return
     console.print(
@@ -595,14 +607,39 @@ def exp(ctx: typer.Context) -> None:
         console.print(f"[bold red]error:[/] dvc exp show: {done.stderr.strip()}", highlight=False)
         raise typer.Exit(done.returncode)
     found = experiments.rows(json.loads(done.stdout or "[]"))
-    columns = list(dict.fromkeys(k for r in found for k in r.figures))
-    table = Table("experiment", "changed vs its commit", *columns)
-    for r in found:
+    # A sweep (an ablation run as an experiment) is its points, from the report its commit holds; the pipeline's
+    # own figures in its row would only repeat its baseline's.
+    console.print(_experiment_table("experiments", [r for r in found if not r.sweep]))
+    for row in (r for r in found if r.sweep):
+        points = experiments.sweep_rows(row, _sweep_metrics(row.rev))
+        if points:
+            console.print(_experiment_table(f"sweep {row.name}", points))
+        else:
+            console.print(
+                f"sweep {row.name}: its commit holds no report (saved before reports travelled with it)"
+            )
+
+
+def _sweep_metrics(rev: str) -> dict[str, object]:
+    """The report's headline per variant that a sweep's experiment commit holds (empty when none)."""
+    import json
+    import subprocess
+
+    from lead.core.experiments import ABLATION_METRICS
+
+    shown = subprocess.run(["git", "show", f"{rev}:{ABLATION_METRICS}"], capture_output=True, text=True)
+    return json.loads(shown.stdout) if shown.returncode == 0 else {}
+
+
+def _experiment_table(title: str, shown: list) -> Table:
+    columns = list(dict.fromkeys(k for r in shown for k in r.figures))
+    table = Table("experiment", "changed vs its commit", *columns, title=title)
+    for r in shown:
         changed = ", ".join(f"{k}={v}" for k, v in r.changed.items()) or "-"
         table.add_row(
             r.name, changed, *("-" if r.figures.get(c) is None else f"{r.figures[c]:.4g}" for c in columns)
         )
-    console.print(table)
+    return table
 
 
 @app.command()

@@ -67,11 +67,13 @@ def _training(name: str, curves: bool) -> Stage:
     return Stage(name, outputs, "summary")
 
 
-# The DAG's order (dvc.yaml's stages, the Prefect flow's tasks, `lead pipeline`). calibrate_stage2 and
-# train_stage2 are the curriculum's later stage (train.stage2); off, they only say so.
+# The DAG's order (dvc.yaml's stages, the Prefect flow's tasks, `lead pipeline`). params checks params.yaml first;
+# calibrate_stage2 and train_stage2 are the curriculum's later stage (train.stage2); off, they only say so.
 REGISTRY: dict[str, Stage] = {
     s.name: s
     for s in (
+        # The check of params.yaml, before any stage removes its outputs (lead/stages/params.py).
+        Stage("params", {"record": "${paths.reports}/params.json"}, "record"),
         Stage(
             "curate",
             {

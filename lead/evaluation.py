@@ -49,7 +49,7 @@ from typing import Any
 from lead.config import Params
 from lead.dag import REGISTRY, manifest_path, output_name, published_model
 from lead.io.files import atomic_path, write_json
-from lead.io.fingerprint import model_fingerprint, publish, unpublish, verify
+from lead.io.fingerprint import model_fingerprint, publish, verify
 
 RECORDS = output_name("evaluate", "records")
 METRICS = output_name("evaluate", "metrics")
@@ -363,7 +363,6 @@ def evaluate(params: Params) -> dict[str, Any]:
         (n for b in prepared.values() for n, f in zip(b.prompt_tokens, b.fits, strict=True) if f), default=0
     )
     out = output_dir(params)
-    unpublish(manifest)  # register refuses these outputs until the new set is complete
     out.mkdir(parents=True, exist_ok=True)
 
     with stage_run(params, "evaluate", log_sections=("evaluate",)) as run:

@@ -107,6 +107,31 @@ def git_commit(root: Path) -> str:
     return head + ("+dirty" if dirty else "")
 
 
+def applied_experiment(root: Path) -> str:
+    """The DVC experiment the workspace holds, ``<name>@<commit>``, or ``none``: after ``dvc exp apply <name>``
+    (or the ``dvc exp run`` that made it) the workspace's ``params.yaml`` and ``dvc.lock`` are those of the
+    experiment's commit, which is how it is found (DVC keeps no "applied" record). Only experiments of ``HEAD``
+    are looked at (``refs/exps/<HEAD>/...``)."""
+
+    def git(*args: str) -> bytes:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, check=True).stdout
+
+    try:
+        head = git("rev-parse", "HEAD").decode().strip()
+        refs = git("for-each-ref", "--format=%(refname) %(objectname)", f"refs/exps/{head[:2]}/{head[2:]}/")
+        here = {name: (root / name).read_bytes() for name in ("params.yaml", "dvc.lock")}
+    except (OSError, subprocess.CalledProcessError):
+        return "none"
+    for line in refs.decode().splitlines():
+        ref, sha = line.split()
+        try:
+            if all(git("show", f"{sha}:{name}") == content for name, content in here.items()):
+                return f"{ref.rsplit('/', 1)[1]}@{sha}"
+        except subprocess.CalledProcessError:
+            continue
+    return "none"
+
+
 def dvc_lock_hashes(root: Path, params: Params, stage: str = "train") -> dict[str, str]:
     """The md5s ``dvc.lock`` records for the training stage's data and model (``none`` when not run by DVC)."""
     hashes = {"dvc.train_data_md5": "none", "dvc.model_md5": "none"}
@@ -251,6 +276,7 @@ def evidence_params(client, ev: Evidence) -> dict[str, str]:
 # The version tags that say where it came from (run() writes them; register.json repeats them).
 LINEAGE_TAGS = (
     "git.commit",
+    "dvc.experiment",
     "dvc.train_data_md5",
     "dvc.model_md5",
     "model.fingerprint",
@@ -490,7 +516,7 @@ def _register_new(params: Params, client, ev: Evidence, scores: registry.Scores)
     )
     name = params.register_.model_name
     with stage_run(params, "register", log_sections=("register",)) as run:
-        lineage = _lineage(params, ev, run)
+        lineage = _lineage(params, client, ev, run)
         # The version's Source Run is this run: it holds the evidence, so that the UI's run page and its
         # version Compare show the registered figures and the params they were trained and evaluated with.
         own = client.get_run(run.info.run_id).data.params  # register.* (stage_run logged them)
@@ -555,15 +581,19 @@ def _register_new(params: Params, client, ev: Evidence, scores: registry.Scores)
     }
 
 
-def _lineage(params: Params, ev: Evidence, run) -> dict[str, str]:
-    """The version's lineage tags (:data:`LINEAGE_TAGS`): code, data, model, params, the runs it comes from."""
+def _lineage(params: Params, client, ev: Evidence, run) -> dict[str, str]:
+    """The version's lineage tags (:data:`LINEAGE_TAGS`): code, data, model, params, the runs it comes from.
+    ``params.fingerprint`` is of the ``params.yaml`` keys the train and evaluate runs logged -- the params that
+    made and measured this model --, not of the whole file: a key no stage of the model reads (the ablation's
+    seeds) changes no version."""
     root = repo_root()
     parent = os.environ.get(PARENT_RUN_ENV) or run.data.tags.get("mlflow.parentRunId", "")
     return {
         "git.commit": git_commit(root),
+        "dvc.experiment": applied_experiment(root),
         **dvc_lock_hashes(root, params, ev.stage),
         "model.fingerprint": ev.fingerprint,
-        "params.fingerprint": value_fingerprint(params),
+        "params.fingerprint": value_fingerprint(params_keys(evidence_params(client, ev))),
         "train.preset": params.train.preset,
         "train.run_id": ev.train_run_id,
         "evaluate.run_id": ev.evaluate_run_id,

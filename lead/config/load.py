@@ -275,8 +275,9 @@ def _as_yaml(value: Any) -> str:
     return text.removesuffix("\n...\n").removesuffix("\n")  # a scalar's end-of-document marker
 
 
-def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS, overrides: list[str] | None = None) -> Params:
-    """Read, override and validate ``params.yaml``. Errors are :class:`ParamsError` with one clear message."""
+def params_data(path: str | os.PathLike[str] = DEFAULT_PARAMS, overrides: list[str] | None = None) -> Any:
+    """What ``path`` holds, with ``overrides`` applied, before validation: the mapping :func:`load_params`
+    validates (comments and layout aside, two reads of the file compare equal exactly when it says the same)."""
     path = Path(path)
     try:
         text = path.read_bytes()
@@ -290,6 +291,13 @@ def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS, overrides: list[s
     # A top level that is not a mapping takes no overrides: parse_params names the problem.
     if overrides and isinstance(data, dict | None):
         data = apply_overrides(data or {}, overrides)
+    return data
+
+
+def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS, overrides: list[str] | None = None) -> Params:
+    """Read, override and validate ``params.yaml``. Errors are :class:`ParamsError` with one clear message."""
+    path = Path(path)
+    data = params_data(path, overrides)
     params = parse_params(data, str(path))
     workspace = path.resolve().parent
     problems = [

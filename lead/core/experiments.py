@@ -22,12 +22,48 @@ _PASS = re.compile(r"^(?P<bench>[a-z0-9_]+)\.pass_at_1$")  # a benchmark's headl
 
 @dataclass(frozen=True)
 class ExperimentRow:
-    """One line of the view: the revision's name, its baseline, what it changed, its headline figures."""
+    """One line of the view: the revision's name, its baseline, what it changed, its headline figures, and its
+    commit (``rev``: what a sweep's report is read from)."""
 
     name: str
     baseline: str
     changed: dict[str, Any]
     figures: dict[str, float | int | None]
+    rev: str = ""
+
+    @property
+    def sweep(self) -> bool:
+        """Whether it is an ablation run as an experiment (``lead sweep``, ``lead ablation -S``): it changed
+        ``ablation.*`` keys only, so the pipeline's own figures are its baseline's and its results are the
+        report's (:func:`sweep_rows`)."""
+        return bool(self.changed) and all(k.startswith("ablation.") for k in self.changed)
+
+
+ABLATION_METRICS = "reports/ablation/metrics.json"  # the report's headline per variant (in a sweep's commit)
+
+
+def sweep_rows(row: ExperimentRow, metrics: Mapping[str, Any]) -> list[ExperimentRow]:
+    """A sweep's rows, one per variant (the warm start first, then each point of the grid), named
+    ``<experiment>/<variant>``: the variant's settings as what it changed (``ablation.variants.<variant>.*``
+    of ``row.changed``), and from its report's ``metrics.json``: Pass@1, mean length, RL's gain over the warm start
+    (means over the seeds)."""
+    settings: dict[str, dict[str, Any]] = {}
+    for key, value in row.changed.items():
+        parts = key.split(".")
+        if len(parts) == 4 and parts[:2] == ["ablation", "variants"]:
+            settings.setdefault(parts[2], {})[parts[3]] = value
+    out = []
+    for variant, scores in metrics.items():
+        if isinstance(scores, Mapping) and "pass_at_1" in scores:
+            figures = {
+                "Pass@1": scores["pass_at_1"],
+                "Len": scores.get("mean_length"),
+                "gain": scores.get("gain"),
+            }
+            out.append(
+                ExperimentRow(f"{row.name}/{variant}", row.name, settings.get(variant, {}), figures, row.rev)
+            )
+    return out
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -102,5 +138,5 @@ def rows(shown: Sequence[Mapping[str, Any]]) -> list[ExperimentRow]:
     for rev, base in _revisions(shown):
         name, base_name = _label(rev), _label(base)
         changed = {} if rev is base else changed_params(rev, base)
-        out.append(ExperimentRow(name, base_name, changed, headline(rev)))
+        out.append(ExperimentRow(name, base_name, changed, headline(rev), str(rev.get("rev", ""))))
     return out

@@ -14,6 +14,10 @@ one JSON object per line, keys sorted, no spaces:
   "lengths": [...], "finished": [...]}`` is one (settings, problem) result: for each of the k samples,
   whether the reward scores it correct (:func:`lead.core.outcomes.outcome`), its length in tokens, its EOS flag.
 
+Every line also holds ``"check"``: the first 16 hex digits of the sha256 of the line's other keys (as written:
+sorted, no spaces). A line whose check does not match -- a flipped digit that still reads as JSON, a bad edit,
+a line of an older format -- is unreadable like a torn one: dropped and sampled again, never trusted.
+
 Keys: *settings* = sha256 of {model fingerprint (:func:`lead.io.fingerprint.model_fingerprint`: content hash of a
 local model folder's weights, config and tokenizer files, or ``hub:<id>@<commit>``), resolved backend,
 ``model.dtype``, prompt suffix, the sampling spec (k, temperature, top_p, top_k, min_p, max_new_tokens, seed), the
@@ -47,7 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import lead.io.sampling as sampling
-from lead.io.files import sha256_text, write_text
+from lead.io.files import sha256_text, write_text, writing
 from lead.io.fingerprint import code_fingerprint
 
 if TYPE_CHECKING:
@@ -105,6 +109,26 @@ def settings_key(values: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------------
 # Cache file
 # --------------------------------------------------------------------------------------------------
+def _check(body: str) -> str:
+    return sha256_text(body)[:16]
+
+
+def _line(row: dict[str, Any]) -> str:
+    """``row`` as one cache line: its keys sorted, no spaces, and its ``check``."""
+    content = {k: v for k, v in row.items() if k != "check"}
+    check = _check(json.dumps(content, sort_keys=True, separators=(",", ":")))
+    return json.dumps({**content, "check": check}, sort_keys=True, separators=(",", ":"))
+
+
+def _read_line(line: bytes) -> dict[str, Any]:
+    """The row of one cache line; ValueError when its ``check`` is missing or does not match its content."""
+    row = json.loads(line.decode("utf-8"))
+    check = row.pop("check", None)
+    if check != _check(json.dumps(row, sort_keys=True, separators=(",", ":"))):
+        raise ValueError("its check does not match its content")
+    return row
+
+
 class CalibrationCache:
     """The JSON-lines cache file (format in the module docstring), loaded into memory: ``results`` by
     (settings hash, problem hash), ``described`` settings lines by settings hash. Appends are whole lines,
@@ -125,7 +149,7 @@ class CalibrationCache:
         with self.path.open("rb") as fh:
             for line in fh:
                 try:
-                    row = json.loads(line.decode("utf-8"))
+                    row = _read_line(line)
                     if row["kind"] == "settings":
                         self.described[row["settings"]] = row
                     elif row["kind"] == "result" and len(row["correct"]) == len(row["lengths"]) > 0:
@@ -156,23 +180,24 @@ class CalibrationCache:
                 self.described[row["settings"]] = row
             else:
                 self.results[(row["settings"], row["problem"])] = row
-            lines.append(json.dumps(row, sort_keys=True, separators=(",", ":")))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a+b") as fh:
-            # A crash mid-write can leave a line without its newline: start ours on a fresh line.
-            if fh.tell() > 0:
-                fh.seek(-1, os.SEEK_END)
-                if fh.read(1) != b"\n":
-                    fh.write(b"\n")
-            fh.write(("\n".join(lines) + "\n").encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
+            lines.append(_line(row))
+        with writing(self.path):  # inside the workspace; a full disk names this file
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a+b") as fh:
+                # A crash mid-write can leave a line without its newline: start ours on a fresh line.
+                if fh.tell() > 0:
+                    fh.seek(-1, os.SEEK_END)
+                    if fh.read(1) != b"\n":
+                        fh.write(b"\n")
+                fh.write(("\n".join(lines) + "\n").encode("utf-8"))
+                fh.flush()
+                os.fsync(fh.fileno())
 
     def compact(self) -> None:
         """Rewrite the file atomically without unreadable or duplicate lines (only when it has any)."""
         if not (self.bad_lines or self.duplicates):
             return
         rows = [*self.described.values(), *self.results.values()]
-        text = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in rows)
+        text = "".join(_line(r) + "\n" for r in rows)
         write_text(self.path, text)
         self.bad_lines = self.duplicates = 0

@@ -14,11 +14,13 @@ A fingerprint is ``sha256:<hex>`` over a canonical encoding of the thing:
 * :func:`value_fingerprint` — any JSON-able value (a resolved params section, a dict of fingerprints);
 * :func:`code_fingerprint` — the source of Python modules or packages (the code a result depends on).
 
-**Generations.** A stage that writes several outputs publishes them as one generation: it first removes its
-manifest (:func:`unpublish`), writes the outputs, and writes the manifest last (:func:`publish`): the
-fingerprint of every output plus facts such as the model it describes. A reader calls :func:`verify` with the
-outputs it reads: a missing manifest (the stage never finished) or an output whose content differs from the
-manifest's (a newer, unfinished run wrote it) raises :class:`StaleOutputError` instead of mixing generations.
+**Generations.** A stage that writes several outputs publishes them as one generation: it writes the outputs,
+then the manifest last (:func:`publish`): the fingerprint of every output plus facts such as the model it
+describes. A reader calls :func:`verify` with the outputs it reads: a missing manifest (the stage never finished)
+or an output whose content differs from the manifest's (a newer, unfinished run wrote it) raises
+:class:`StaleOutputError` instead of mixing generations. The previous manifest stays while a new run writes: a run
+that fails before replacing any output (a full disk at its first write) leaves the last good generation readable,
+and one that replaced some is refused by content, file by file.
 """
 
 from __future__ import annotations
@@ -147,11 +149,6 @@ def rows_fingerprint(rows: Iterable[Mapping[str, Any]]) -> str:
 # --------------------------------------------------------------------------------------------------
 class StaleOutputError(RuntimeError):
     """An output is not of the generation its stage last published (an interrupted or foreign run)."""
-
-
-def unpublish(manifest: str | os.PathLike[str]) -> None:
-    """Withdraw a stage's last generation before it writes a new one: until :func:`publish`, readers refuse."""
-    Path(manifest).unlink(missing_ok=True)
 
 
 def publish(manifest: str | os.PathLike[str], stage: str, outputs: Iterable[Path], **facts: Any) -> dict:

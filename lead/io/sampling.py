@@ -366,6 +366,7 @@ class ServerSampler:
 
 
 API_KEY_ENV = "LEAD_SERVE_API_KEY"  # the generation server's key: `lead serve` requires it, clients send it
+MIN_KEY_CHARS = 16  # a key a server reachable from other machines accepts: no blank or guessable one
 
 
 def auth_headers(api_key: str | None = None) -> dict[str, str]:
@@ -426,7 +427,18 @@ def exposure_refusal(host: str, *, insecure: bool = False) -> tuple[str | None, 
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = host == "localhost"
-    if loopback or os.environ.get(API_KEY_ENV):
+    if loopback:
+        return None, None
+    key = os.environ.get(API_KEY_ENV)
+    if key is not None and len(key.strip()) < MIN_KEY_CHARS:
+        # " " or "test" would be a key anyone guesses: refused even with --insecure, which is for no key at all.
+        return (
+            f"refusing to serve on {host} with a {API_KEY_ENV} of {len(key.strip())} characters (blanks aside): "
+            f"use a random key of at least {MIN_KEY_CHARS}, e.g. "
+            "python -c 'import secrets; print(secrets.token_urlsafe(24))'",
+            None,
+        )
+    if key:
         return None, None
     problem = (
         f"refusing to serve on {host} without {API_KEY_ENV}: any machine that reaches it could generate with "

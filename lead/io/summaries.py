@@ -39,6 +39,8 @@ def headline(stage: str, summary: Mapping[str, Any]) -> str:
 def _headline(stage: str, summary: Mapping[str, Any]) -> str:
     if summary.get("enabled") is False:
         return f"off (starts from {summary['model']})" if stage == "warmstart" else "off"
+    if stage == "params":
+        return "valid"
     if stage == "curate":
         removed = sum(summary.get("removed", {}).values())
         return f"{summary['train']} train, {summary['test']} test problems" + (

@@ -1,9 +1,11 @@
 """MLflow, in one place: where runs go, one parent run per pipeline run, one child run per stage.
 
 * Tracking URI: ``tracking.uri`` in params, else ``MLFLOW_TRACKING_URI``, else an sqlite file at the
-  repository root (an *absolute* URI, so runs started from another folder — ``dvc exp run --temp``, a Prefect
-  worker — land in the same store). A new experiment in a local sqlite store keeps its artifacts in ``mlruns/``
-  beside the database (:func:`use_experiment`), not in ``./mlruns`` of whatever the working directory is.
+  repository root (an *absolute* URI, so runs started from another folder — a Prefect worker — land in the same
+  store; under a queued or ``--temp`` ``dvc exp run``, whose copy DVC removes after, the root DVC names in
+  ``DVC_ROOT``, the workspace the experiment came from). A new experiment in a local sqlite store keeps its
+  artifacts in ``mlruns/`` beside the database (:func:`use_experiment`), not in ``./mlruns`` of whatever the
+  working directory is.
 * :func:`stage_run` opens the stage's run, tagged ``stage=<name>``, nested under the pipeline's parent run
   when ``LEAD_PARENT_RUN_ID`` is set (the Prefect flow sets it). A run that raises is marked FAILED before
   the exception propagates (MLflow's atexit handler would otherwise mark it FINISHED); one stopped from outside
@@ -19,11 +21,15 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import socket
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from lead.config import Params
 from lead.io.files import repo_root
@@ -44,7 +50,62 @@ def tracking_uri(params: Params) -> str:
         return params.tracking.uri
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
-    return f"sqlite:///{repo_root() / 'mlflow.db'}"
+    # A queued or --temp `dvc exp run` runs the stages in a copy under .dvc/tmp/exps, which DVC removes after;
+    # DVC_ROOT names the workspace it came from: the store is the workspace's.
+    root = Path(os.environ["DVC_ROOT"]) if os.environ.get("DVC_ROOT") else repo_root()
+    return f"sqlite:///{root / 'mlflow.db'}"
+
+
+class _ServerRetries(logging.Filter):
+    """urllib3's ``Retrying (...) after connection broken by ...`` warnings for the MLflow server at ``uri``,
+    turned into one line each on stderr that names the server and the tries left: MLflow retries a server that
+    went away for minutes (``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` tries, backing off by
+    ``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR``), and a training step waits on its metrics meanwhile. Other hosts'
+    warnings pass as they were."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__()
+        self.uri = uri
+        self.host = urlparse(uri).hostname
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        host = (getattr(record, "__urllib3-retry-warning", None) or {}).get("host")
+        if host != self.host or not isinstance(record.args, tuple) or len(record.args) < 2:
+            return True
+        retries, error = record.args[0], record.args[1]
+        reason = getattr(error, "reason", None) or error
+        text = re.sub(r"\[Errno \d+\] ", "", str(reason).rpartition(": ")[2]) or type(error).__name__
+        print(
+            f"MLflow server {self.uri} does not answer ({text}): retrying, {getattr(retries, 'total', '?')} "
+            "tries left",
+            file=sys.stderr,
+            flush=True,
+        )
+        return False
+
+
+def report_server_retries(uri: str) -> None:
+    """Say each retry of the MLflow server at ``uri`` (an ``http(s)://`` store) as it happens
+    (:class:`_ServerRetries`). One filter per process, for the store it uses now (urllib3 names the host of a
+    retry, not its port, so two filters could not tell two servers of one host apart)."""
+    logger = logging.getLogger("urllib3.connectionpool")
+    for old in [f for f in logger.filters if isinstance(f, _ServerRetries)]:
+        logger.removeFilter(old)
+    if uri.startswith(("http://", "https://")):
+        logger.addFilter(_ServerRetries(uri))
+
+
+def server_gone(exc: BaseException) -> str | None:
+    """The one line for an MLflow call that gave up on its server after every retry (None for anything else):
+    the stage stops there; what it made so far stays (a training's checkpoints: run it again to resume)."""
+    text = str(exc)
+    if type(exc).__name__ != "MlflowException" or "Max retries exceeded" not in text:
+        return None
+    where = text.partition("API request to ")[2].split(" failed", 1)[0] or "the tracking server"
+    return (
+        f"the MLflow server did not answer {where} after every retry (MLFLOW_HTTP_REQUEST_MAX_RETRIES): the stage "
+        "stopped; what it made so far is kept (a training resumes from its last checkpoint when run again)"
+    )
 
 
 def use_experiment(params: Params) -> str:
@@ -59,6 +120,7 @@ def use_experiment(params: Params) -> str:
     from mlflow.exceptions import MlflowException
 
     uri = tracking_uri(params)
+    report_server_retries(uri)
     mlflow.set_tracking_uri(uri)
     name = params.tracking.experiment
     if uri.startswith("sqlite:///") and mlflow.get_experiment_by_name(name) is None:

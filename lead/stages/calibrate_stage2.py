@@ -27,7 +27,7 @@ from lead.calibration import calibrate, stage2_target
 from lead.config import Params
 from lead.dag import manifest_path, output, published_outputs
 from lead.io.files import atomic_path, write_json, write_text
-from lead.io.fingerprint import publish, unpublish
+from lead.io.fingerprint import publish
 from lead.stages._common import as_process, stage_main
 
 STAGE = "calibrate_stage2"
@@ -57,7 +57,6 @@ def run(params: Params) -> dict[str, Any]:
     ``train.stage2.enabled``."""
     if not params.train.stage2.enabled:
         manifest = manifest_path(params, STAGE)
-        unpublish(manifest)
         summary = _disabled(params)
         publish(manifest, STAGE, published_outputs(params, STAGE), model=None)
         return summary

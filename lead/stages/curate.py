@@ -36,7 +36,7 @@ from lead.config import Params
 from lead.core import curation
 from lead.dag import manifest_path
 from lead.io.files import atomic_path, write_json, write_text
-from lead.io.fingerprint import publish, unpublish
+from lead.io.fingerprint import publish
 from lead.io.sources import REAL_BENCHMARKS, load_benchmark, proxy_problems, proxy_records, read_rows
 from lead.reports.curation import render_markdown
 from lead.stages._common import as_process, stage_main
@@ -149,7 +149,6 @@ def run(params: Params) -> dict[str, Any]:
 
     started = time.perf_counter()
     manifest = manifest_path(params, "curate")
-    unpublish(manifest)  # readers refuse this stage's outputs until all of them are written
     with stage_run(params, "curate", log_sections=("curate",)):
         inputs = source_inputs(params)
         benchmarks = {name: load_benchmark(name, params.paths.raw) for name in benchmark_names(params)}

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lead.config import Params
-from lead.dag import manifest_path, output, resume_dir
-from lead.io.fingerprint import unpublish
+from lead.dag import output, resume_dir
 from lead.stages._common import as_process, stage_main
 from lead.training.distributed import distributed_state
 from lead.training.grpo_config import check_train_settings
@@ -41,9 +40,6 @@ def run(params: Params) -> dict[str, Any]:
     Curriculum stage 2 is the next DVC stage (``train_stage2``)."""
     check_train_settings(params)  # before any work: the settings only TRL or the launch can judge
     state = distributed_state()
-    manifest = manifest_path(params, STAGE)
-    if state.is_main_process:
-        unpublish(manifest)
     summary = train(params, model_dir(params), resume_dir(params, STAGE))
     publish_training(state, params, STAGE, summary, curves=True)
     return {k: v for k, v in summary.items() if k != "curve"}

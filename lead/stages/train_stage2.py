@@ -24,7 +24,7 @@ from lead.config import Params
 from lead.core import difficulty
 from lead.dag import manifest_path, output, published_model, resume_dir, summary_file
 from lead.io.files import atomic_path, write_json
-from lead.io.fingerprint import StaleOutputError, publish, unpublish, verify
+from lead.io.fingerprint import StaleOutputError, publish, verify
 from lead.stages._common import as_process, stage_main
 from lead.training.distributed import distributed_state, from_main
 from lead.training.grpo_config import check_train_settings
@@ -67,8 +67,6 @@ def run(params: Params) -> dict[str, Any]:
     model, report = output(params, STAGE, "model"), summary_file(params, STAGE)
     state = distributed_state()
     main = state.is_main_process
-    if main:
-        unpublish(manifest)
     if not params.train.stage2.enabled:
         summary = {"enabled": False}
         if main:

@@ -15,7 +15,7 @@ from typing import Any
 
 from lead.config import Params
 from lead.core import difficulty
-from lead.io.files import write_json
+from lead.io.files import write_json, writing
 from lead.io.fingerprint import model_fingerprint
 from lead.training.distributed import distributed_state, from_main, save_model
 from lead.training.grpo_config import DEV_METRIC, grpo_config, lora_config
@@ -97,7 +97,8 @@ def train_phase(
             if not previous:  # what the preset resolved to: the objective actually trained
                 mlflow.log_params({f"resolved.{k}": v for k, v in resolved.record().items()})
         trainer, tokenizer = _trainer(params, start, rows, dev, ckpt, stage, resolved.lead)
-        result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        with writing(ckpt):  # the checkpoints: inside the workspace, and a full disk named as such
+            result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
         save_model(trainer, tokenizer, final, lora=params.train.lora.enabled, state=state)
         summary = {
             **_what_it_did(params, trainer, result.global_step, resume, (len(rows), len(dev)), started),

@@ -1,6 +1,7 @@
 """The single TRL seam: ``LEADTrainer(GRPOTrainer)`` swaps GRPO's reward and advantage for GRPO-LEAD's.
 
-TRL 1.16 has no advantage hook, so two private methods are overridden (a contract test pins them):
+TRL 1.16 has no advantage hook, so two private methods are overridden (a contract test pins them), and a
+third, ``_get_train_sampler``, so that a resumed run sees the data order an uninterrupted one sees:
 
 * ``_calculate_rewards`` — judge this process's completions with the one outcome function
   (:func:`lead.core.outcomes.judge` under the preset's rules: correct / wrong / unfinished / degenerate), sum the
@@ -15,6 +16,11 @@ TRL 1.16 has no advantage hook, so two private methods are overridden (a contrac
   this process's part, overwrite the advantages TRL buffered for its completion table (it only prints them at
   the next log), and record LEAD's own metrics (reward by outcome, lengths of correct and incorrect answers,
   ρ, weights, dropped groups) and the grader's (``grader/timeouts``, ``grader/unparseable``, ...).
+* ``_get_train_sampler`` — TRL's ``RepeatSampler`` draws each epoch's order from one generator seeded once, so
+  epoch k's order is its (k+1)-th permutation; a run resumed in epoch k >= 1 starts a fresh sampler and would
+  train on epoch 0's order again (the Trainer skips the epochs' batches, never the generator's draws).
+  :class:`EpochSampler` makes the order a function of (seed, epoch) through the ``set_epoch`` the Trainer calls
+  before each epoch: the same orders as TRL's in an uninterrupted run, and the same ones after a resume.
 
 Validation (a dev split held out of the pool) samples the dev prompts as TRL samples training ones and scores
 them twice: with the reward (``eval_lead/*``, ``eval_reward``) and as evaluation judges them
@@ -28,12 +34,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from trl import GRPOTrainer
+from trl.trainer.utils import RepeatSampler
 
 from lead.core.advantages import lead_advantages, lead_metrics
 from lead.core.outcomes import ANSWERED, EVALUATION, OUTCOMES, Outcome, judge
@@ -111,6 +118,24 @@ def grader_metrics(counts: np.ndarray) -> dict[str, float]:
     return shares
 
 
+class EpochSampler(RepeatSampler):
+    """TRL's ``RepeatSampler`` whose epoch ``e`` (``set_epoch``, called by the Trainer before each epoch) is the
+    ``(e+1)``-th permutation of a generator seeded with ``seed``, however many epochs this process has iterated:
+    an uninterrupted run gets TRL's orders, a run resumed in a later epoch gets the same (module docstring)."""
+
+    epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        if self.shuffle and self.seed is not None:
+            self.generator = torch.Generator().manual_seed(self.seed)
+            for _ in range(self.epoch):  # the earlier epochs' draws
+                torch.randperm(self.num_samples, generator=self.generator)
+        return super().__iter__()  # type: ignore[no-untyped-call,no-any-return]
+
+
 class LEADTrainer(GRPOTrainer):
     """``GRPOTrainer`` with GRPO-LEAD rewards and advantages (see the module docstring)."""
 
@@ -134,6 +159,19 @@ class LEADTrainer(GRPOTrainer):
         self._lead_grader: dict[str, float] = {}
         # This process's part of the last batch, one row per completion (CompletionsTable logs it).
         self._lead_rows: dict[str, list[Any]] = {}
+
+    # -- TRL seam 0: the training data's order, a function of (seed, epoch) -----------------------------------
+    def _get_train_sampler(self, dataset: Any = None) -> EpochSampler:
+        sampler = super()._get_train_sampler(dataset)
+        assert isinstance(sampler, RepeatSampler), type(sampler)  # the contract test pins TRL's
+        return EpochSampler(
+            data_source=sampler.data_source,
+            mini_repeat_count=sampler.mini_repeat_count,
+            batch_size=sampler.batch_size,
+            repeat_count=sampler.repeat_count,
+            shuffle=sampler.shuffle,
+            seed=sampler.seed,
+        )
 
     # -- TRL seam 1: rewards on the gathered batch -------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):

@@ -29,7 +29,7 @@ from typing import Any
 from lead.config import Params
 from lead.dag import manifest_path, output
 from lead.io.files import atomic_path, write_json
-from lead.io.fingerprint import model_fingerprint, publish, unpublish
+from lead.io.fingerprint import model_fingerprint, publish
 
 SKIPPED = "skipped.json"  # the whole content of <paths.models>/warmstart when warmstart.enabled is false
 
@@ -166,7 +166,6 @@ def warm_start(params: Params) -> dict[str, Any]:
     out = model_dir(params)
     summary_path = output(params, "warmstart", "summary")
     manifest = manifest_path(params, "warmstart")
-    unpublish(manifest)
     if not params.warmstart.enabled:
         summary = {"enabled": False, "model": params.model.base}
         # The folder still exists, holding only this note, so that DVC's declared output is there and the

@@ -21,11 +21,22 @@ def test_overridden_methods_keep_their_signatures():
     expected = {
         "_calculate_rewards": ["self", "inputs", "prompts", "completions", "completion_ids_list"],
         "_generate_and_score_completions": ["self", "inputs"],
+        "_get_train_sampler": ["self", "dataset"],
     }
     for name, params in expected.items():
         assert name in GRPOTrainer.__dict__, f"GRPOTrainer.{name} is gone"
         assert list(inspect.signature(getattr(GRPOTrainer, name)).parameters) == params, name
         assert name in LEADTrainer.__dict__
+
+
+def test_the_train_sampler_draws_one_permutation_per_epoch_from_its_own_generator():
+    """EpochSampler replays TRL's RepeatSampler: one torch.randperm per __iter__ from a generator seeded once."""
+    from trl.trainer.utils import RepeatSampler
+
+    source = inspect.getsource(RepeatSampler)
+    assert "self.generator.manual_seed(seed)" in source
+    assert "torch.randperm(self.num_samples, generator=self.generator)" in source
+    assert "return RepeatSampler(" in inspect.getsource(GRPOTrainer._get_train_sampler)
 
 
 def test_the_batch_dict_and_buffers_we_touch_still_exist():

@@ -71,6 +71,8 @@ def declarations(workspace: Path, pipeline: str = "dvc.yaml") -> dict[str, dict[
                 for k in d.params or yaml.safe_load(Path(d.fs_path).read_text())
             ]
             deps = [d.def_path for d in stage.deps if not isinstance(d, ParamsDependency)]
+            if "params.yaml" in deps:  # the params file as a file: any change to any key reruns the stage
+                params += list(yaml.safe_load((workspace / "params.yaml").read_text()))
             out[stage.name] = {
                 "params": params,
                 "deps": deps,

@@ -2,6 +2,7 @@
 cell stops neither the others nor their record, recorded in DVC so that ``dvc repro`` then finds them up to
 date, and one variant's knob reruns only its cells."""
 
+import contextlib
 import json
 import os
 import re
@@ -140,7 +141,8 @@ def test_the_flow_runs_cells_side_by_side_then_dvc_reruns_only_what_changed(
     again = dvc(
         ws, "exp", "run", PIPELINE, "-S", "+ablation.variants.lead.alpha=0.5", env=env
     ).stdout  # + adds
-    assert ran(again) == {f"{PIPELINE}:cell@lead-0", f"{PIPELINE}:report"}
+    # params.yaml changed: its check runs (a second), then only the cell whose variant changed, and the report
+    assert ran(again) == {"params", f"{PIPELINE}:cell@lead-0", f"{PIPELINE}:report"}
     text = (ws / "reports" / "ablation" / "ablation.json").read_text()
     assert json.loads(text)["settings"]["variants"]["lead"]["alpha"] == 0.5
     recorded = {r["stage"]: r for r in (json.loads(p.read_text()) for p in records.glob("*.json"))}
@@ -245,3 +247,16 @@ def test_a_sweep_runs_its_grid_as_an_experiment_of_the_ablation(ws, prefect_serv
     (saved,) = [r for r in revs if r.get("name") == result["experiment"]["name"]]
     grid = saved["data"]["params"]["params.yaml"]["data"]["ablation"]["variants"]
     assert grid == {"alpha_0p05": {"alpha": 0.05}, "alpha_0p2": {"alpha": 0.2}}
+    # The table of its points, which `lead sweep` prints last, and `lead exp` shows the sweep's rows.
+    assert "| alpha_0p05 |" in result["table"] and "| alpha_0p2 |" in result["table"], result["table"]
+    with contextlib.chdir(ws):
+        listed = CliRunner().invoke(app, ["exp"], env={"COLUMNS": "200"})
+    assert f"sweep {result['experiment']['name']}" in listed.output, listed.output
+    assert f"{result['experiment']['name']}/alpha_0p05" in listed.output, listed.output
+    # Kept: `dvc exp apply` brings its params, dvc.lock and report into the workspace.
+    dvc(ws, "exp", "apply", result["experiment"]["name"])
+    applied = (ws / "reports" / "ablation" / "ablation.md").read_text()
+    assert applied.split("\n\n", 1)[0] == result["table"]
+    assert (
+        json.loads((ws / "reports/ablation/metrics.json").read_text())["alpha_0p2"]["pass_at_1"] is not None
+    )

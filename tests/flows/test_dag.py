@@ -1,8 +1,12 @@
 """End to end through DVC: the whole DAG on a reduced config, then what a second run and a param change do."""
 
+import contextlib
 import json
+import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -40,9 +44,10 @@ def test_dvc_repro_runs_the_whole_dag_then_only_what_changed(recorded: FirstRun)
     # register rerun, nothing upstream; the experiment is recorded and comparable, and registers nothing.
     git = ["git", "-c", "user.name=lead-tests", "-c", "user.email=tests@localhost"]
     subprocess.run([*git, "add", "dvc.lock"], cwd=workspace, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "first run"], cwd=workspace, check=True)
+    # (--allow-empty: another module of this workspace may have committed it already)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "first run"], cwd=workspace, check=True)
     exp = dvc(workspace, "exp", "run", "-S", "evaluate.samples=3", "-n", "three-samples")
-    assert ran(exp.stdout) == ["evaluate", "register"]
+    assert ran(exp.stdout) == ["params", "evaluate", "register"]  # the check of params.yaml costs a second
     metrics = json.loads((workspace / "reports/evaluate/metrics.json").read_text())
     assert metrics["proxy.samples_per_problem"] == 3
     assert "three-samples" in dvc(workspace, "exp", "list", "--name-only").stdout
@@ -77,18 +82,71 @@ def test_dvc_repro_runs_the_whole_dag_then_only_what_changed(recorded: FirstRun)
     finally:
         shutil.rmtree(workspace / "ablation")
 
+    # Keeping the experiment: `dvc exp apply` (above), then `lead register` (dvc repro finds register up to date:
+    # the experiment's run wrote its record). The version's lineage names the experiment and its commit.
+    from lead.cli import app
+    from tests.unit.test_cli import runner
 
-def test_an_experiment_with_a_key_no_stage_declares_fails_and_is_not_saved(recorded: FirstRun):
-    """`dvc exp run -S +trian.max_steps=3` (DVC's own hint for a mistyped key): every stage's declared params
-    are unchanged, so DVC would restore them all; register depends on the whole params file, runs, and refuses."""
+    with contextlib.chdir(workspace):
+        kept = runner.invoke(app, ["register"])
+    assert kept.exit_code == 0, kept.output
+    record = json.loads((workspace / "reports/register.json").read_text())
+    experiment = record["lineage"]["dvc.experiment"]
+    assert record["new_version"] and experiment.startswith("three-samples@"), record
+    assert experiment.split("@")[1] in dvc(workspace, "exp", "show", "--json").stdout
+
+
+def test_a_refused_experiment_removes_no_output_and_names_the_command_that_restores_params_yaml(
+    recorded: FirstRun,
+):
+    """`dvc exp run -S +trian.max_steps=3` (DVC's own hint for a mistyped key), then a bad value: DVC writes -S
+    values into params.yaml before any stage runs, removes a stage's outputs before running it, and puts nothing
+    back when an experiment fails. The params stage runs first and refuses, so every output stays byte for byte;
+    the refusal names the command that restores params.yaml, after which an experiment runs and is saved."""
+    import hashlib
+
+    from lead.cli import app
+    from tests.unit.test_cli import runner
+
     workspace = recorded.restore()
-    before = dvc(workspace, "exp", "list", "--name-only").stdout
-    bad = dvc(workspace, "exp", "run", "-S", "+trian.max_steps=3", "-n", "typo", check=False)
-    assert bad.returncode != 0
-    assert "unknown key 'trian'" in bad.stderr + bad.stdout
-    assert ran(bad.stdout) == ["register"]  # nothing upstream ran: the bad param cost nothing
-    assert dvc(workspace, "exp", "list", "--name-only").stdout == before  # no experiment saved
-    assert _versions(workspace) == ["1"]
+    committed = (workspace / "params.yaml").read_bytes()
+    with contextlib.chdir(workspace):  # as `make run` starts: the check keeps the file as the last valid one
+        assert runner.invoke(app, ["params", "--check"]).exit_code == 0
+
+    def outputs() -> dict[str, str]:
+        files = [
+            p
+            for d in ("data/curated", "models", "reports")
+            for p in (workspace / d).rglob("*")
+            if p.is_file()
+        ]
+        return {str(p.relative_to(workspace)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+    before = outputs()
+    assert "models/train/model.safetensors" in before and "reports/train.json" in before
+    saved, versions = dvc(workspace, "exp", "list", "--name-only").stdout, _versions(workspace)
+    for override in (
+        "+trian.max_steps=3",
+        "train.max_steps=abc",
+    ):  # the second on top of the first's leftover
+        bad = dvc(workspace, "exp", "run", "-S", override, check=False)
+        printed = bad.stdout + bad.stderr
+        assert bad.returncode != 0 and ran(bad.stdout) == ["params"], printed
+        assert "refused before any other stage ran: every output is as it was" in printed
+        assert "trian.max_steps: 3 (added)" in printed and "lead params --restore" in printed, printed
+        assert outputs() == before  # nothing removed, nothing rewritten
+    assert "train.max_steps: 2 -> 'abc'" in printed
+    assert dvc(workspace, "exp", "list", "--name-only").stdout == saved  # no experiment saved
+    assert _versions(workspace) == versions
+
+    with contextlib.chdir(workspace):
+        restored = runner.invoke(app, ["params", "--restore"])
+    assert restored.exit_code == 0, restored.output
+    assert yaml.safe_load((workspace / "params.yaml").read_bytes()) == yaml.safe_load(committed)
+    good = dvc(workspace, "exp", "run", "-S", "train.max_steps=3", "-n", "three-steps")
+    assert "train" in ran(good.stdout)
+    assert "three-steps" in dvc(workspace, "exp", "list", "--name-only").stdout
+    assert json.loads((workspace / "reports/train.json").read_text())["steps"] == 3
 
 
 def _set(workspace, key: str, value) -> None:
@@ -133,7 +191,7 @@ def test_a_new_warm_start_trains_afresh_and_a_finished_training_is_never_redone(
     before, weights = _trained(workspace)
     steps = yaml.safe_load((workspace / "params.yaml").read_text())["train"]["max_steps"]
     _set(workspace, "warmstart.seed", 1)  # a retrained tokenizer and model, in the same folder
-    assert ran(dvc(workspace, "repro", "train").stdout) == ["warmstart", "calibrate", "train"]
+    assert ran(dvc(workspace, "repro", "train").stdout) == ["params", "warmstart", "calibrate", "train"]
     after, new_weights = _trained(workspace)
     assert after["steps"] == steps and after["resumed_from"] is None, after  # every step, from scratch
     assert after["mlflow_run_id"] != before["mlflow_run_id"] and after["identity"] != before["identity"]
@@ -157,12 +215,61 @@ def test_a_bad_param_under_dvc_repro_costs_nothing_that_dvc_checkout_cannot_rest
     report = (workspace / "reports/train.json").read_bytes()
     original = (workspace / "params.yaml").read_text()
     _set(workspace, "train.max_steps", True)  # pydantic alone would read true as 1 step
+    # The whole pipeline (or a target with its upstream): the params stage refuses first, nothing is removed.
     failed = dvc(workspace, "repro", "train", check=False)
     said = failed.stdout + failed.stderr
-    assert failed.returncode != 0 and "train.max_steps" in said and "dvc checkout" in said, said
+    assert failed.returncode != 0 and "train.max_steps" in said and ran(failed.stdout) == ["params"], said
+    assert "refused before any other stage ran: every output is as it was" in said
+    assert (workspace / "models/train/model.safetensors").read_bytes() == model
+    # One stage alone (`-s`): DVC removes its outputs before it runs; the refusal says how to get them back.
+    failed = dvc(workspace, "repro", "-s", "train", check=False)
+    said = failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "`dvc checkout dvc.yaml` restores the last good run's" in said, said
     assert not (workspace / "models/train").exists()  # DVC removed the stage's outputs before running it
     (workspace / "params.yaml").write_text(original)
     dvc(workspace, "checkout")
     assert (workspace / "models/train/model.safetensors").read_bytes() == model
     assert (workspace / "reports/train.json").read_bytes() == report
     assert "up to date" in dvc(workspace, "status", "train").stdout
+
+
+def test_two_experiments_started_together_never_record_a_model_under_params_it_was_not_trained_with(
+    recorded: FirstRun,
+):
+    """`dvc exp run -S train.seed=4 & dvc exp run -S train.seed=5`: DVC's lock refuses the second, but only after it
+    wrote seed 5 into params.yaml, while the first trains with seed 4. DVC records a stage's params as the file
+    holds them when the stage ends: without the train stage's own check, dvc.lock said seed 5 for the seed-4 model
+    and `dvc status` called it up to date. Now that train fails, and whatever the lock names for train is what the
+    model it records was trained with."""
+    from mlflow import MlflowClient
+
+    workspace = recorded.restore()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    command = [str(Path(sys.executable).with_name("dvc")), "exp", "run", "-S", "train.max_steps=6"]
+    first = subprocess.Popen(
+        [*command, "-S", "train.seed=4"],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    printed = []
+    for line in first.stdout:  # until the first experiment's train stage runs
+        printed.append(line)
+        if "Running stage 'train'" in line:
+            break
+    second = dvc(workspace, *command[1:], "-S", "train.seed=5", check=False)
+    printed.append(first.communicate(timeout=600)[0])
+    said = "".join(printed)
+    assert second.returncode != 0 and first.returncode != 0, said + second.stdout + second.stderr
+    assert "changed while train ran" in said, said
+    locked = yaml.safe_load((workspace / "dvc.lock").read_text())["stages"]["train"]["params"]["params.yaml"]
+    run_id = json.loads((workspace / "reports/train.json").read_text())["mlflow_run_id"]
+    trained = MlflowClient(f"sqlite:///{workspace / 'mlflow.db'}").get_run(run_id).data.params
+    up_to_date = "train:" not in dvc(workspace, "status", "train").stdout
+    if up_to_date:  # what DVC would reuse for these params is what was trained with them
+        assert str(locked["train"]["seed"]) == trained["train.seed"], (locked["train"], trained["train.seed"])
+    else:  # the seed-4 model under seed-5 params: stale, so a seed-5 request trains again
+        assert yaml.safe_load((workspace / "params.yaml").read_text())["train"]["seed"] == 5
+        assert trained["train.seed"] == "4" and str(locked["train"]["seed"]) != "5"

@@ -291,8 +291,9 @@ def test_every_stage_run_is_nested_under_the_parent_run_in_postgres(pipeline, st
         f"WHERE p.value = '{parent.info.run_id}' AND r.lifecycle_stage = 'active'",
     )
     finished = {stage for stage, status in rows if status == "FINISHED"}
-    # Stage 2 is off here (the workspace fixture): its two stages write that it is, and track no run.
-    assert finished == {s for s in STAGES if not s.endswith("_stage2")}, rows
+    # Stage 2 is off here (the workspace fixture): its two stages write that it is, and track no run; nor does the
+    # check of params.yaml, which makes nothing to track.
+    assert finished == {s for s in STAGES if not s.endswith("_stage2") and s != "params"}, rows
     # The one register attempt the kill cut short is nested too: FAILED (MLflow was down when it ended, so it
     # could not say so itself; the retry did, when it deleted the half-made version).
     assert sorted(status for stage, status in rows if stage == "register") == ["FAILED", "FINISHED"], rows
@@ -303,8 +304,10 @@ def test_the_killed_stage_failed_clearly_and_the_retry_left_one_complete_version
     assert pipeline["killed"][2] == "1"
     assert "AwaitingRetry" in pipeline["register_states"], pipeline["register_states"]
     log = pipeline["register_log"]  # the task's log: what the stage printed, then Prefect's verdict
-    assert "mlflow.exceptions.MlflowException: API request to " in log, log
-    assert f"http://127.0.0.1:{stack['ports']['mlflow']}" in log and "Connection refused" in log, log
+    # Each retry said as it happened, then giving up in one line (no traceback).
+    server = f"http://127.0.0.1:{stack['ports']['mlflow']}"
+    assert f"MLflow server {server} does not answer (Connection refused): retrying" in log, log
+    assert "error: register: the MLflow server did not answer" in log and "Traceback" not in log, log
     assert pipeline["failed_after"] < 120
     assert pipeline["tasks"]["register"]["run_count"] >= 2  # Prefect's retry completed it
     assert "mlflow: already running" not in pipeline["restarted"]

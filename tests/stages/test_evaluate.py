@@ -250,6 +250,7 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
     monkeypatch.setattr(lead.io.sampling, "make_sampler", lambda *a, **k: sampler)
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(eval_params.model_dump(mode="json", by_alias=True)))
+    monkeypatch.setenv("LEAD_ALLOW_EXTERNAL_PATHS", "1")  # the test's MLflow store lies outside this folder
 
     result = CliRunner().invoke(app, ["evaluate", "--params", str(params_file)])
     assert result.exit_code == 0, result.output

@@ -149,6 +149,7 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
     v2 = client.get_model_version("lead-test", "2")
     for key in (
         "git.commit",
+        "dvc.experiment",
         "dvc.train_data_md5",
         "dvc.model_md5",
         "params.fingerprint",
@@ -248,6 +249,18 @@ def test_the_protocol_is_the_evaluations_and_the_same_evaluation_is_one_version(
     again = register.run(params)  # the same model, the same evaluation: no copy
     assert (first["new_version"], again["new_version"], again["version"]) == (True, False, first["version"])
     assert again["aliases"] == ["challenger", "champion"] and "version 1 already" in again["reason"]
+    # `lead register` of that model once more says so (it once failed with KeyError: 'promoted')
+    import yaml
+
+    from lead.cli import app
+    from tests.unit.test_cli import runner
+
+    file = params.paths.reports.parent / "params.yaml"
+    file.write_text(yaml.safe_dump(params.model_dump(mode="json", by_alias=True)))
+    said = runner.invoke(app, ["register", "--params", str(file)])
+    assert said.exit_code == 0 and "the same model and evaluation are version 1 already" in said.output, (
+        said.output
+    )
     mlflow.set_tracking_uri(params.tracking.uri)
     version = MlflowClient().get_model_version("lead-test", "1")
     assert "8 samples/problem, T=0.6" in version.description

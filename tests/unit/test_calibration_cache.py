@@ -1,6 +1,7 @@
 """The calibration cache (lead.io.calibration_cache): keys pinned to the values they had before the module was
 split out of lead/stages/calibrate.py, and the file's load / append / compaction on a temporary file."""
 
+import hashlib
 import json
 
 import pytest
@@ -86,10 +87,25 @@ def test_appended_lines_are_read_back(tmp_path):
     assert again.described == {"s1": header}
     assert again.get("s1", "p1")["correct"] == [True, False] and again.get("s2", "p1") is None
     assert (len(again.results), again.bad_lines, again.duplicates) == (2, 0, 0)
-    # one compact JSON object per line, keys sorted (the format existing files have)
-    assert path.read_text().splitlines()[1] == json.dumps(
-        result("s1", "p1", [True, False]), sort_keys=True, separators=(",", ":")
-    )
+    # one compact JSON object per line, keys sorted, with the check of the other keys as written
+    body = json.dumps(result("s1", "p1", [True, False]), sort_keys=True, separators=(",", ":"))
+    check = hashlib.sha256(body.encode()).hexdigest()[:16]
+    assert path.read_text().splitlines()[1] == body.replace('{"correct"', f'{{"check":"{check}","correct"')
+
+
+def test_a_line_whose_check_fails_is_dropped_even_when_it_still_reads_as_json(tmp_path):
+    # A flipped digit (a disk, a bad edit) that leaves valid JSON would otherwise change a pass rate silently.
+    path = tmp_path / "cache.jsonl"
+    CalibrationCache(path).append([result("s1", "p1", [True, False]), result("s1", "p2", [True, True])])
+    lines = path.read_text().splitlines()
+    assert '"lengths":[3,3]' in lines[0]
+    path.write_text(lines[0].replace('"lengths":[3,3]', '"lengths":[3,8]') + "\n" + lines[1] + "\n")
+    cache = CalibrationCache(path)
+    assert cache.bad_lines == 1 and cache.get("s1", "p1") is None and cache.get("s1", "p2") is not None
+    unchecked = json.loads(lines[1])
+    del unchecked["check"]  # a line of the format before checks: not trusted either
+    path.write_text(json.dumps(unchecked, sort_keys=True, separators=(",", ":")) + "\n")
+    assert CalibrationCache(path).bad_lines == 1
 
 
 @pytest.mark.parametrize(

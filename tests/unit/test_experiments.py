@@ -37,3 +37,33 @@ def test_missing_metrics_are_none_and_an_unnamed_commit_is_its_short_hash():
     bare = {"rev": "abcdef0123", "name": None, "data": {"params": {}, "metrics": {}}}
     (row,) = experiments.rows([bare])
     assert row.name == "abcdef0" and row.figures == {"kept": None, "steps": None, "last reward": None}
+
+
+def test_a_sweep_is_its_points_with_their_settings_and_the_reports_figures():
+    row = experiments.ExperimentRow(
+        "sweep-1",
+        "main",
+        {
+            "ablation.variants.alpha_0p5.alpha": 0.5,
+            "ablation.variants.alpha_1.alpha": 1.0,
+            "ablation.seeds": [0],
+        },
+        {"proxy Pass@1": 0.8},
+        "abc123",
+    )
+    assert row.sweep and not experiments.ExperimentRow("e", "main", {"train.alpha": 0.5}, {}).sweep
+    metrics = {
+        "warmstart": {"pass_at_1": 0.7, "mean_length": 60.0, "gain": None},
+        "alpha_0p5": {"pass_at_1": 0.8, "mean_length": 50.0, "gain": 0.1},
+        "alpha_1": {"pass_at_1": 0.79, "mean_length": 45.0, "gain": 0.09},
+        "claims": {},
+        "target_met": False,
+    }
+    rows = experiments.sweep_rows(row, metrics)
+    assert [r.name for r in rows] == ["sweep-1/warmstart", "sweep-1/alpha_0p5", "sweep-1/alpha_1"]
+    assert rows[1].changed == {"alpha": 0.5} and rows[2].figures == {
+        "Pass@1": 0.79,
+        "Len": 45.0,
+        "gain": 0.09,
+    }
+    assert rows[0].changed == {} and all(r.rev == "abc123" for r in rows)

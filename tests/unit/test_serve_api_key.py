@@ -85,3 +85,13 @@ def test_serve_passes_the_key_by_environment_not_on_the_command_line(monkeypatch
     assert env["VLLM_API_KEY"] == "s3cret" and "s3cret" not in " ".join(argv)
     monkeypatch.delenv(sampling.API_KEY_ENV)
     assert "VLLM_API_KEY" not in serve_command("/m", "name", dtype="float32", host="h", port=1)[1]
+
+
+@pytest.mark.parametrize("key", [" ", "", "s3cret", " " * 20 + "abc"])
+def test_a_blank_or_guessable_key_is_refused_on_a_host_others_reach(monkeypatch, key):
+    monkeypatch.setenv(sampling.API_KEY_ENV, key)
+    refusal, warning = sampling.exposure_refusal("0.0.0.0", insecure=True)  # --insecure is for no key at all
+    assert refusal is not None and "at least 16" in refusal and warning is None
+    assert sampling.exposure_refusal("127.0.0.1") == (None, None)  # loopback: only this machine reaches it
+    monkeypatch.setenv(sampling.API_KEY_ENV, "k" * 16)
+    assert sampling.exposure_refusal("0.0.0.0") == (None, None)

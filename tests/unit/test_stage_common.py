@@ -45,7 +45,67 @@ def test_bad_params_under_dvc_say_how_to_restore_the_outputs_of_the_stages_own_p
 
     with pytest.raises(SystemExit):
         stage_main("train", run, ["--params", PARAMS])
-    assert f"`dvc checkout {pipeline}` restores the outputs" in capsys.readouterr().err
+    assert f"`dvc checkout {pipeline}` restores the last good run's" in capsys.readouterr().err
+
+
+def _workspace(tmp_path, text: str):
+    (tmp_path / ".dvc").mkdir()
+    params = tmp_path / "params.yaml"
+    params.write_text(text)
+    return params
+
+
+def test_a_refusal_under_dvc_exp_run_names_what_it_left_in_params_yaml_and_the_command_that_restores_it(
+    tmp_path, monkeypatch, capsys
+):
+    from lead.cli import app
+    from tests.unit.test_cli import runner
+
+    valid = "train:\n  max_steps: 3\n  seed: 1\n"
+    params = _workspace(tmp_path, valid)
+    stage_main("params", lambda p: {}, ["--params", str(params)])  # passes: kept as the last valid one
+    params.write_text(
+        "train:\n  max_steps: 3\n  seed: 2\ntrian:\n  max_steps: 3\n"
+    )  # what dvc exp run -S wrote
+    monkeypatch.setenv("DVC_STAGE", "params")
+    monkeypatch.setenv("DVC_EXP_NAME", "sappy-kite")
+    with pytest.raises(SystemExit) as exit_:
+        stage_main("params", lambda p: pytest.fail("ran with bad params"), ["--params", str(params)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"error: {params}: unknown key 'trian' (did you mean 'train'?)")
+    assert err[1:] == [
+        "refused before any other stage ran: every output is as it was",
+        f"{params} differs from the last valid one in: train.seed: 1 -> 2; trian.max_steps: 3 (added) (`dvc exp "
+        "run` (experiment sappy-kite) wrote its -S values into it and DVC puts nothing back when a run fails)",
+        f"restore the last valid params.yaml: lead params --restore (the committed one: git checkout -- {params})",
+    ]
+    done = runner.invoke(app, ["params", "--restore", "--params", str(params)])
+    assert done.exit_code == 0, done.output
+    assert params.read_text() == valid
+    assert "changed back: train.seed: 1 -> 2; trian.max_steps: 3 (added)" in " ".join(done.output.split())
+
+
+def test_a_stage_whose_params_file_changed_while_it_ran_fails_instead_of_being_recorded_with_the_new_ones(
+    tmp_path, capsys
+):
+    # DVC records a stage's params as the file holds them when the stage ends: a second `dvc exp run` that
+    # wrote seed 5 while the first trained with seed 4 would have the seed-4 model recorded as seed 5.
+    params = _workspace(tmp_path, "train:\n  seed: 4\n")
+
+    def train(p):
+        assert p.train.seed == 4
+        params.write_text("train:\n  seed: 5\n")
+        return {"steps": 1, "last_reward": 0.5}
+
+    with pytest.raises(SystemExit) as exit_:
+        stage_main("train", train, ["--params", str(params)])
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert f"error: train: {params} changed while train ran" in err and "run train again" in err
+    stage_main(
+        "train", lambda p: {"steps": 1, "last_reward": 0.5}, ["--params", str(params)]
+    )  # unchanged: fine
 
 
 def test_a_stages_own_options_reach_run_and_the_common_ones_do_not():
