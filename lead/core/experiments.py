@@ -36,17 +36,18 @@ class ExperimentRow:
         """Whether it is an ablation run as an experiment (``lead sweep``, ``lead ablation -S``): it changed
         ``ablation.*`` keys only, so the pipeline's own figures are its baseline's and its results are the
         report's (:func:`sweep_rows`)."""
-        return bool(self.changed) and all(k.startswith("ablation.") for k in self.changed)
+        saved = self.rev not in ("", "workspace")  # a commit: where its report is
+        return saved and bool(self.changed) and all(k.startswith("ablation.") for k in self.changed)
 
 
 ABLATION_METRICS = "reports/ablation/metrics.json"  # the report's headline per variant (in a sweep's commit)
 
 
 def sweep_rows(row: ExperimentRow, metrics: Mapping[str, Any]) -> list[ExperimentRow]:
-    """A sweep's rows, one per variant (the warm start first, then each point of the grid), named
-    ``<experiment>/<variant>``: the variant's settings as what it changed (``ablation.variants.<variant>.*``
-    of ``row.changed``), and from its report's ``metrics.json``: Pass@1, mean length, RL's gain over the warm start
-    (means over the seeds)."""
+    """A sweep's rows, one per variant (the warm start first, then each point of the grid), named after the
+    variant (their table is titled with the experiment): the variant's settings as what it changed
+    (``ablation.variants.<variant>.*`` of ``row.changed``), and from its report's ``metrics.json``: Pass@1, mean
+    length, RL's gain over the warm start (means over the seeds)."""
     settings: dict[str, dict[str, Any]] = {}
     for key, value in row.changed.items():
         parts = key.split(".")
@@ -60,9 +61,7 @@ def sweep_rows(row: ExperimentRow, metrics: Mapping[str, Any]) -> list[Experimen
                 "Len": scores.get("mean_length"),
                 "gain": scores.get("gain"),
             }
-            out.append(
-                ExperimentRow(f"{row.name}/{variant}", row.name, settings.get(variant, {}), figures, row.rev)
-            )
+            out.append(ExperimentRow(variant, row.name, settings.get(variant, {}), figures, row.rev))
     return out
 
 

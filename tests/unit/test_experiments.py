@@ -51,7 +51,8 @@ def test_a_sweep_is_its_points_with_their_settings_and_the_reports_figures():
         {"proxy Pass@1": 0.8},
         "abc123",
     )
-    assert row.sweep and not experiments.ExperimentRow("e", "main", {"train.alpha": 0.5}, {}).sweep
+    assert row.sweep and not experiments.ExperimentRow("e", "main", {"train.alpha": 0.5}, {}, "abc").sweep
+    assert not experiments.ExperimentRow("workspace", "main", row.changed, {}, "workspace").sweep
     metrics = {
         "warmstart": {"pass_at_1": 0.7, "mean_length": 60.0, "gain": None},
         "alpha_0p5": {"pass_at_1": 0.8, "mean_length": 50.0, "gain": 0.1},
@@ -60,7 +61,7 @@ def test_a_sweep_is_its_points_with_their_settings_and_the_reports_figures():
         "target_met": False,
     }
     rows = experiments.sweep_rows(row, metrics)
-    assert [r.name for r in rows] == ["sweep-1/warmstart", "sweep-1/alpha_0p5", "sweep-1/alpha_1"]
+    assert [r.name for r in rows] == ["warmstart", "alpha_0p5", "alpha_1"] and rows[0].baseline == "sweep-1"
     assert rows[1].changed == {"alpha": 0.5} and rows[2].figures == {
         "Pass@1": 0.79,
         "Len": 45.0,
