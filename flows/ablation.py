@@ -55,7 +55,7 @@ from flows.cell import ARTIFACT_KEY as CELL_ARTIFACT
 from flows.cell import UPSTREAM, lock_entry, remote_options
 from flows.commands import CommandError, dvc_executable, git, run, stage_env
 from flows.pipeline import TASKS, flow_place, save_task
-from flows.prefect_api import STOPPING, Override, RunStopped, check_then_start, stopped
+from flows.prefect_api import STOPPING, Override, RunStopped, check_then_start, completed, stopped
 from lead.config import load_params
 from lead.dag import ABLATION, ablation_output
 
@@ -371,16 +371,19 @@ def _ablation(
     verdicts = ", ".join(f"{c['key']} {c['verdict']}" for c in result["claims"]) or "no claim to judge"
     where = f"DVC experiment {name} (dvc exp apply {name})" if name else report_file.relative_to(run_dir)
     ran = f"{len(finished)} cell{'' if len(finished) == 1 else 's'} ran"
-    logger.info("lead-ablation %s: done — %s; %s — report in %s", flow_run.name, ran, verdicts, where)
-    return {
-        "mlflow_parent_run_id": parent_id,
-        "cells": {a: (o if not isinstance(o, Exception) else "failed") for a, o in outcomes.items()},
-        "cells_seconds": seconds,
-        "target": result["target"],
-        "claims": {c["key"]: c["verdict"] for c in result["claims"]},
-        "experiment": experiment,
-        "table": table,
-    }
+    return completed(
+        f"lead-ablation {flow_run.name}: done — {ran}; {verdicts} — report in {where}",
+        f"{ran}; {verdicts}",
+        {
+            "mlflow_parent_run_id": parent_id,
+            "cells": {a: (o if not isinstance(o, Exception) else "failed") for a, o in outcomes.items()},
+            "cells_seconds": seconds,
+            "target": result["target"],
+            "claims": {c["key"]: c["verdict"] for c in result["claims"]},
+            "experiment": experiment,
+            "table": table,
+        },
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

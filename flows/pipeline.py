@@ -75,10 +75,11 @@ from pydantic import WithJsonSchema
 
 from flows.commands import dvc_executable, git, run, stage_env
 from flows.experiment import clean_stale, experiment_copy, push_experiment, save_experiment
-from flows.prefect_api import STOPPING, Override, check_then_start, stopped
-from flows.summary import OUTCOMES, StageRow, closing_line, markdown, stage_line
+from flows.prefect_api import STOPPING, Override, check_then_start, completed, stopped
+from flows.summary import OUTCOMES, StageRow, closing_line, markdown, results, stage_line
 from lead.config import Params, ParamsError, load_params
-from lead.dag import STAGES, summary_file
+from lead.dag import STAGES, manifest_path, summary_file
+from lead.io.fingerprint import published_run
 
 # Sampling engines and the tracking store can fail transiently; training resumes from its checkpoints.
 RETRIES = {"calibrate": 2, "train": 1, "calibrate_stage2": 2, "train_stage2": 1, "evaluate": 2, "register": 2}
@@ -209,7 +210,12 @@ def _stage_task(name: str) -> Task[..., Any]:
         summary_path = Path(workspace) / summary_file(params, name)
         summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
         get_run_logger().info("%s", stage_line(name, outcome, summary))
-        done = {"outcome": outcome, "summary": summary, "seconds": round(time.perf_counter() - started, 1)}
+        done = {
+            "outcome": outcome,
+            "summary": summary,
+            "seconds": round(time.perf_counter() - started, 1),
+            "manifest": str(Path(workspace) / manifest_path(params, name)),
+        }
         if outcome in STATE_NAMES:
             return Completed(name=STATE_NAMES[outcome], message=OUTCOMES[outcome], data=done)
         return done
@@ -221,7 +227,8 @@ TASKS = {name: _stage_task(name) for name in STAGES}
 
 
 def _stage_runs(parent: Any, rows: dict[str, StageRow]) -> dict[str, StageRow]:
-    """``rows`` with each stage's MLflow run: its run under ``parent``, else the one its summary names."""
+    """``rows`` with each stage's MLflow run: its run under ``parent``, else the earlier run that published its
+    outputs (:func:`lead.io.fingerprint.published_run`: a training reused, an up-to-date stage)."""
     import mlflow
     from mlflow.exceptions import MlflowException
 
@@ -236,10 +243,12 @@ def _stage_runs(parent: Any, rows: dict[str, StageRow]) -> dict[str, StageRow]:
         if stage in by_stage:
             info = by_stage[stage].info
             row = dataclasses.replace(row, run=(info.experiment_id, info.run_id))
-        elif row.summary.get("mlflow_run_id"):  # a training the stage reused, or an up-to-date stage
+        elif row.manifest and Path(row.manifest).exists():
             with contextlib.suppress(MlflowException):
-                info = mlflow.get_run(row.summary["mlflow_run_id"]).info
-                row = dataclasses.replace(row, run=(info.experiment_id, info.run_id), earlier_run=True)
+                earlier = published_run(row.manifest)
+                if earlier:
+                    info = earlier.info
+                    row = dataclasses.replace(row, run=(info.experiment_id, info.run_id), earlier_run=True)
         out[stage] = row
     return out
 
@@ -313,7 +322,9 @@ def _pipeline(
                 rows[stage] = StageRow(stage, "failed")  # until its task returns
                 state = TASKS[stage](str(run_dir), parent.info.run_id, uri, pull, name, return_state=True)
                 done = state.result()  # the stage's error, if it failed
-                rows[stage] = StageRow(stage, done["outcome"], done["summary"], done["seconds"])
+                rows[stage] = StageRow(
+                    stage, done["outcome"], done["summary"], done["seconds"], manifest=done["manifest"]
+                )
             if name:
                 rev = save_task(str(run_dir), name, chosen)
                 baseline = git(["rev-parse", "HEAD"], root).strip()
@@ -338,13 +349,16 @@ def _pipeline(
             except Exception as exc:  # the summary is for people: never the reason a run fails
                 logger.warning("no summary artifact for this run: %s", exc)
     ids = (parent.info.experiment_id, parent.info.run_id)
-    logger.info("%s", closing_line(str(flow_run.name), uri, ids, experiment, list(rows.values())))
-    return {
-        "mlflow_parent_run_id": parent.info.run_id,
-        "stages": {stage: row.summary for stage, row in rows.items()},
-        "outcomes": {stage: row.outcome for stage, row in rows.items()},
-        "experiment": experiment,
-    }
+    return completed(
+        closing_line(str(flow_run.name), uri, ids, experiment, list(rows.values())),
+        results(list(rows.values())),
+        {
+            "mlflow_parent_run_id": parent.info.run_id,
+            "stages": {stage: row.summary for stage, row in rows.items()},
+            "outcomes": {stage: row.outcome for stage, row in rows.items()},
+            "experiment": experiment,
+        },
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

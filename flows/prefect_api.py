@@ -1,15 +1,18 @@
 """What lead's flows share at Prefect's edges: the ``overrides`` parameter, the one line a run ends with, and
 Prefect's API for a flow started by hand.
 
-*Overrides at creation*: :data:`Override` carries the JSON Schema of one ``key=value``
-(:func:`lead.config.explain.override_schema`) into the deployment's parameter schema, so that the Prefect server
-refuses a mistyped key when ``prefect deployment run`` creates the flow run (``Validation failed for field
-'overrides[0]'``), before any worker picks it up; the flow validates the values on start (every rule).
+*Overrides*: :data:`Override` carries the JSON Schema of one ``KEY=VALUE`` string
+(:func:`lead.config.explain.override_schema`) into the deployment's parameter schema (the Prefect server refuses
+another shape at creation); the flow checks keys and values as it starts, by every rule, and names a mistyped key
+with the nearest valid one.
 
 *One closing line*: a run that stops for a reason its user can fix — bad params (:class:`ParamsError`), a stage
 or command that failed (:class:`flows.commands.CommandError`), cells that failed (:class:`RunStopped`) — logs
 that reason as its last line and ends ``Failed`` with it as the state's message (:func:`stopped`), rather than
-raising through Prefect, which would log the traceback of every frame again; a bug still raises.
+raising through Prefect, which would log the traceback of every frame again; a bug still raises. A run that
+finishes logs its results as its last line (:func:`completed`). Either state is *named* after what the run came
+to (``Done: <results>``, ``Failed: <reason>``): ``prefect deployment run --watch`` ends with the final state's
+name (``Flow run finished in state '<name>'``), so that is the last line its user reads.
 
 *By hand* (``python -m flows.pipeline``): one database migration at a time.
 
@@ -57,7 +60,17 @@ def stopped(flow_name: str, exc: Exception) -> Any:
     reason = exc.reason if isinstance(exc, CommandError) else "; ".join(str(exc).splitlines())
     line = f"{flow_name} {flow_run.name}: failed: {reason}"
     logger().error("%s", line)
-    return Failed(message=line, data=exc)
+    return Failed(name=f"Failed: {reason}", message=line, data=exc)
+
+
+def completed(line: str, results: str, data: Any) -> Any:
+    """The ``Completed`` state a flow returns when it has done its work: ``line`` (what it came to and where the
+    results are) logged as its last line and kept as the state's message, the state named ``Done: <results>``
+    (what ``--watch`` ends with); calling the flow returns ``data``."""
+    from prefect.states import Completed
+
+    logger().info("%s", line)
+    return Completed(name=f"Done: {results}", message=line, data=data)
 
 
 def start_local_api() -> None:

@@ -39,14 +39,18 @@ def closing_line(
 ) -> str:
     """The line a finished ``lead-pipeline`` run ends with: its last results (evaluate's, register's, else the
     last stage's headline), where they are (the DVC experiment, or the workspace) and the MLflow parent run."""
-    shown = [r for r in rows if r.stage in ("evaluate", "register")] or rows[-1:]
-    results = "; ".join(f"{r.stage}: {headline(r.stage, r.summary)}" for r in shown)
     where = "the workspace"
     if experiment:
         where = f"DVC experiment {experiment['name']} (dvc exp apply {experiment['name']})"
     ui = _ui(tracking_uri)
     run = f"{ui}/#/experiments/{parent[0]}/runs/{parent[1]}" if ui else f"{parent[1]} in {tracking_uri}"
-    return f"lead-pipeline {flow_run}: done — {results} — results in {where}; MLflow parent run {run}"
+    return f"lead-pipeline {flow_run}: done — {results(rows)} — results in {where}; MLflow parent run {run}"
+
+
+def results(rows: list[StageRow]) -> str:
+    """What a run came to: evaluate's and register's headlines, else the last stage's."""
+    shown = [r for r in rows if r.stage in ("evaluate", "register")] or rows[-1:]
+    return "; ".join(f"{r.stage}: {headline(r.stage, r.summary)}" for r in shown)
 
 
 def _ui(tracking_uri: str) -> str | None:
@@ -75,9 +79,8 @@ class StageRow:
     summary: Mapping[str, Any] = field(default_factory=dict)
     seconds: float | None = None
     run: tuple[str, str] | None = None  # (experiment id, run id)
-    earlier_run: bool = (
-        False  # the run its summary names, from before this flow run (nothing ran under it now)
-    )
+    earlier_run: bool = False  # the run that published its outputs, from before this flow run
+    manifest: str | None = None  # where its outputs are published (the earlier run is found by its content)
 
 
 def _cell(text: str) -> str:

@@ -51,7 +51,7 @@ from lead.core import difficulty
 from lead.dag import REGISTRY, manifest_path, output, published_model, published_outputs, resume_dir
 from lead.io import calibration_cache
 from lead.io.files import atomic_path, write_json, write_text
-from lead.io.fingerprint import model_fingerprint, publish, verify
+from lead.io.fingerprint import model_fingerprint, publish, verify, without_run_facts
 
 if TYPE_CHECKING:
     from lead.core.outcomes import OutcomeRules
@@ -414,7 +414,7 @@ def calibrate_pool(
         "max_new_tokens": target.max_new_tokens,
     }
     files = target.files
-    write_json(files["summary"], summary)
+    write_json(files["summary"], without_run_facts(summary))
     write_json(files["headline"], {k: summary[k] for k in HEADLINE_KEYS})
     kept_at = [difficulty.in_band(p, target.low, target.high, target.inclusive) for p, _ in histogram]
     write_text(

@@ -456,6 +456,12 @@ def promote(
     except (MlflowException, ValueError) as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None
+    if s["already"]:
+        console.print(
+            f"{s['model_name']}@champion is version {s['champion']} already ({s['reason']}): nothing changed",
+            highlight=False,
+        )
+        return
     if s["failed_gate"]:
         console.print(
             f"[bold yellow]warning:[/] version {version} failed the champion gate ({s['failed_gate']}); it is "

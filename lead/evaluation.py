@@ -154,6 +154,7 @@ def _score_benchmark(name: str, bench: _Prepared, groups: list[list[Any]], n: in
                 {
                     "benchmark": name,
                     "problem_id": problem.id,
+                    "problem": problem.problem,  # the statement: what a reviewer reads a changed verdict against
                     "band": problem.band,
                     "gold": problem.answer,
                     "sample": i,
@@ -206,6 +207,7 @@ def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
         [
             ("benchmark", pa.string()),
             ("problem_id", pa.string()),
+            ("problem", pa.string()),
             ("band", pa.string()),
             ("gold", pa.string()),
             ("seed", pa.int64()),
@@ -401,7 +403,7 @@ def evaluate(params: Params) -> dict[str, Any]:
         [out / name for name in OUTPUTS],
         model=fingerprint,
         model_path=path,
-        mlflow_run_id=run.info.run_id,
+        run_id=run.info.run_id,
         # What was measured, as it was measured: register describes (and the champion gate compares) versions
         # by this, never by the params it is run with.
         protocol=protocol(ev.model_dump(mode="json")),

@@ -60,7 +60,7 @@ from lead.config import Params
 from lead.core import registry
 from lead.dag import manifest_path, output, output_name, published_model, summary_file
 from lead.io.files import repo_root, write_json
-from lead.io.fingerprint import StaleOutputError, read_verified, value_fingerprint, verify
+from lead.io.fingerprint import StaleOutputError, published_run, read_verified, value_fingerprint, verify
 from lead.io.tracking import ENDED_BY_TAG, PARENT_RUN_ENV, tracking_uri
 
 CHAMPION, CHALLENGER = "champion", "challenger"
@@ -174,7 +174,9 @@ def move_champion(client, name: str, version: str, how: str, reason: str) -> Non
 
 
 def promote(params: Params, version: str, reason: str) -> dict[str, Any]:
-    """``lead promote``: make ``version`` the champion by hand, whatever the gate said; the reason is recorded."""
+    """``lead promote``: make ``version`` the champion by hand, whatever the gate said; the reason is recorded.
+    A version that is champion already is left as it is (its recorded promotion and reason stay): ``already``
+    says so."""
     import mlflow
     from mlflow import MlflowClient
 
@@ -184,6 +186,14 @@ def promote(params: Params, version: str, reason: str) -> dict[str, Any]:
     client = MlflowClient()
     name = params.register_.model_name
     target = client.get_model_version(name, str(version))  # a clear MLflow error when it does not exist
+    if CHAMPION in target.aliases:
+        return {
+            "model_name": name,
+            "champion": str(version),
+            "reason": target.tags.get("champion.promoted", ""),
+            "failed_gate": None,
+            "already": True,
+        }
     gate = target.tags.get("gate", "")
     failed = gate.startswith("gate failed")
     how = f"hand (lead promote, over the {gate})" if failed else "hand (lead promote)"
@@ -193,6 +203,7 @@ def promote(params: Params, version: str, reason: str) -> dict[str, Any]:
         "champion": str(version),
         "reason": reason,
         "failed_gate": gate if failed else None,
+        "already": False,
     }
 
 
@@ -304,6 +315,22 @@ class Evidence:
     protocol: dict[str, Any]  # what the evaluation measured, as its manifest records it
 
 
+def _run_of(manifest: Path, stage: str, *, required: bool) -> Any:
+    """The finished MLflow run that published ``manifest`` (:func:`lead.io.fingerprint.published_run`); None
+    when the store holds none, or, when ``required``, a :class:`StaleOutputError` saying where the runs are."""
+    import mlflow
+
+    run = published_run(manifest)
+    if run is None and required:
+        raise StaleOutputError(
+            f"no finished run of the tracking store {mlflow.get_tracking_uri()} made {stage}'s outputs "
+            f"({manifest}): they were made against another store (the runs live where {stage} ran), or pulled "
+            f"from a DVC remote. Point tracking.uri or MLFLOW_TRACKING_URI at that store, or run {stage} again "
+            f"against this one (`dvc repro -f {stage}`)"
+        )
+    return run
+
+
 def evidence(params: Params, client) -> Evidence:
     """The model ``evaluate.model`` names and its scores, refused unless they are one story: the training
     stage published this very model, the evaluation's manifest names it by content, and the evaluate MLflow
@@ -326,7 +353,8 @@ def evidence(params: Params, client) -> Evidence:
             f"not of {model} ({fingerprint}): evaluate again, so the registered scores describe the "
             "registered model"
         )
-    trained = verify(manifest_path(params, stage), stage)
+    verify(manifest_path(params, stage), stage)
+    trained = _run_of(manifest_path(params, stage), stage, required=False)
     measured = evaluated.get("protocol")
     if measured is None:
         raise StaleOutputError(
@@ -341,7 +369,7 @@ def evidence(params: Params, client) -> Evidence:
             "evaluate again with these params, or register with the evaluation's"
         )
     metrics = json.loads(content)
-    run = client.get_run(evaluated["mlflow_run_id"])
+    run = _run_of(manifest_path(params, "evaluate"), "evaluate", required=True)
     logged = run.data.metrics
     numbers = {
         k: float(v) for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)
@@ -358,7 +386,7 @@ def evidence(params: Params, client) -> Evidence:
         stage,
         metrics,
         run.info.run_id,
-        trained.get("mlflow_run_id") or "",
+        trained.info.run_id if trained else "",
         numbers,
         measured,
     )
@@ -496,8 +524,21 @@ def register(params: Params) -> dict[str, Any]:
         }
     else:
         summary = _register_new(params, client, ev, scores)
-    write_json(report_path(params), summary)
+    write_json(report_path(params), recorded(summary))
     return summary
+
+
+def recorded(summary: dict[str, Any]) -> dict[str, Any]:
+    """What ``register.json`` keeps of a registration: the version, its aliases and gate, and its lineage by
+    content. The run ids and the commit name this store's runs and this checkout (the version's tags hold them):
+    a collaborator's clean run of the same commit writes the same record, so ``dvc.lock`` stays as committed."""
+    if "lineage" not in summary:
+        return summary
+    lineage = summary["lineage"]
+    return {
+        **summary,
+        "lineage": {k: v for k, v in lineage.items() if k != "git.commit" and "run_id" not in k},
+    }
 
 
 def _register_new(params: Params, client, ev: Evidence, scores: registry.Scores) -> dict[str, Any]:
@@ -546,7 +587,7 @@ def _register_new(params: Params, client, ev: Evidence, scores: registry.Scores)
             "lead.state": REGISTERING,
         }
         runs, plots = review_links(client, ev, name, champion)
-        review = _review(params, client, ev, champion, plots)
+        review = _review(params, client, ev, champion, plots, run.info.run_id)
         version = mlflow.register_model(info.model_uri, name, tags=tags).version
         text = registry.description(
             candidate=scores,
@@ -601,15 +642,49 @@ def _lineage(params: Params, client, ev: Evidence, run) -> dict[str, str]:
     }
 
 
-def _review(params: Params, client, ev: Evidence, champion, plots: dict[str, str]) -> str:
+def _review(params: Params, client, ev: Evidence, champion, plots: dict[str, str], run_id: str) -> str:
     """The description's review section: sample completions of the candidate beside the champion's, and the
-    accuracy-against-length plot where the evaluate run holds it."""
+    accuracy-against-length plot: of both versions when the champion's samples are there (logged to this
+    register run, ``run_id``), else the evaluate run's."""
     accuracy_plot = output_name("evaluate", "accuracy_plot")
-    return registry.review_section(
-        candidate_samples(params),
-        champion_samples(client, champion),
-        f"v{champion.version}" if champion else "champion",
-        plot=registry.artifact_file_link(ev.evaluate_run_id, f"evaluate/{accuracy_plot}")
-        if f"{accuracy_plot} (file)" in plots
-        else None,
-    )
+    mine, theirs = candidate_samples(params), champion_samples(client, champion)
+    label = f"v{champion.version}" if champion else "champion"
+    plot = None
+    if mine and theirs:
+        plot = registry.artifact_file_link(run_id, _both_versions_plot(mine, theirs, label))
+    elif f"{accuracy_plot} (file)" in plots:
+        plot = registry.artifact_file_link(ev.evaluate_run_id, f"evaluate/{accuracy_plot}")
+    return registry.review_section(mine, theirs, label, plot=plot)
+
+
+def _both_versions_plot(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], champion_label: str) -> str:
+    """Accuracy against completion length of this version and the champion, one line each (equal-count length
+    bins over the samples of every benchmark, :func:`lead.core.evaluation.accuracy_by_length`), logged to the
+    active MLflow run; its artifact path."""
+    import tempfile
+
+    import mlflow
+    from matplotlib.figure import Figure
+
+    from lead.core.evaluation import Sample, accuracy_by_length
+
+    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    ax = fig.subplots()
+    for label, rows, style in (("this version", mine, "-"), (f"{champion_label} (champion)", theirs, "--")):
+        samples = [
+            Sample(r["answer"], bool(r["correct"]), int(r["tokens"]))
+            for r in rows
+            if r.get("in_context", True)
+        ]
+        points = accuracy_by_length(samples)
+        ax.plot([x for x, _, _ in points], [y for _, y, _ in points], marker="o", ls=style, label=label)
+    ax.set(xlabel="completion length (tokens, mean of an equal-count bin)", ylabel="share correct")
+    ax.set(ylim=(-0.02, 1.02), title="Accuracy against length, every benchmark's samples")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best")  # inside the axes: the page shows the image at its width, nothing is cut
+    path = "review/accuracy_vs_length.png"
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / Path(path).name
+        fig.savefig(file, dpi=120, format="png")
+        mlflow.log_artifact(str(file), artifact_path=str(Path(path).parent))
+    return path

@@ -8,9 +8,7 @@ to validate ``params.yaml``) cannot drift from what the loader accepts.
 from __future__ import annotations
 
 import json
-import re
 import types
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -159,31 +157,17 @@ def json_schema() -> str:
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
-def override_keys(model: type[Section] = Params, prefix: str = "") -> Iterator[tuple[str, bool]]:
-    """``(dotted key, open)`` for every key ``-S key=value`` can set: each section, each value, in file order;
-    *open* when keys below it are free (a mapping such as ``train.grpo_config``, a list of sections such as
-    ``curate.sources``), so that ``key.anything`` is one too."""
-    for name, field in yaml_fields(model).items():
-        key = f"{prefix}{name}"
-        section = section_type(field.annotation)
-        is_list = get_origin(field.annotation) is list
-        is_mapping = get_origin(field.annotation) is dict
-        yield key, is_mapping or (section is not None and is_list)
-        if section is not None and not is_list:
-            yield from override_keys(section, f"{key}.")
-
-
 def override_schema() -> dict[str, Any]:
-    """The JSON Schema of one ``key=value`` override: a string whose key is one of :func:`override_keys`.
+    """The JSON Schema of one ``key=value`` override: a string of that shape.
 
-    What a Prefect deployment's parameter schema says of ``overrides``, so that the Prefect server refuses a
-    mistyped key when the flow run is created (``prefect deployment run``), not on a worker an hour later.
-    Values are checked by the flow itself (:func:`lead.config.load_params`), which knows every rule.
+    What a Prefect deployment's parameter schema says of ``overrides``: the server refuses a value that is no
+    ``KEY=VALUE`` when the flow run is created. Keys and values are checked by the flow as it starts
+    (:func:`lead.config.load_params`), which names an unknown key with the nearest valid one; a schema listing
+    every key would refuse a typo earlier, but in JSON Schema's words ("is not valid under any of the given
+    schemas"), which name neither.
     """
-    below = r"(\.[^=]+)?"  # any key under an open one
-    choices = [{"pattern": f"^{re.escape(key)}{below if open_ else ''}="} for key, open_ in override_keys()]
     return {
         "type": "string",
+        "pattern": r"^[^=\s]+=",
         "description": "KEY=VALUE, as lead -S and dvc exp run -S take it (lead params --explain KEY)",
-        "anyOf": choices,
     }

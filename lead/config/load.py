@@ -192,7 +192,7 @@ def _describe(error: dict[str, Any], source: str) -> str:
         return f"{source}: {name} is no longer a key: {RETIRED[name]}; remove it"
     if error["type"] == "extra_forbidden":
         allowed = _allowed_keys(loc)
-        hint = did_you_mean(str(loc[-1]), allowed)
+        hint = did_you_mean(str(loc[-1]), allowed, "".join(f"{part}." for part in loc[:-1]))
         return f"{source}: unknown key '{name}'{hint}; allowed keys here: {', '.join(allowed)}"
     return f"{source}: {name} = {value!r}: {error['msg']}"
 

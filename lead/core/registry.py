@@ -220,6 +220,7 @@ class ProblemResult:
     correct: int
     samples: int
     answer: str | None
+    problem: str = ""  # its statement, when the records hold it (older evaluations' do not)
 
     @property
     def solved(self) -> bool:
@@ -233,7 +234,7 @@ def problem_results(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], 
 
     >>> rows = [{"benchmark": "b", "problem_id": "p", "gold": "4", "answer": a, "correct": a == "4"} for a in "454"]
     >>> problem_results(rows)[("b", "p")]
-    ProblemResult(benchmark='b', problem_id='p', gold='4', correct=2, samples=3, answer='4')
+    ProblemResult(benchmark='b', problem_id='p', gold='4', correct=2, samples=3, answer='4', problem='')
     """
     grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for row in rows:
@@ -243,7 +244,10 @@ def problem_results(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], 
         answers = [r["answer"] for r in group if r["answer"] is not None]
         common = max(answers, key=answers.count) if answers else None
         correct = sum(bool(r["correct"]) for r in group)
-        out[key] = ProblemResult(key[0], key[1], str(group[0]["gold"]), correct, len(group), common)
+        statement = str(group[0].get("problem") or "")
+        out[key] = ProblemResult(
+            key[0], key[1], str(group[0]["gold"]), correct, len(group), common, statement
+        )
     return out
 
 
@@ -266,11 +270,20 @@ def changed_problems(
     return failed[:most], solved[:most]
 
 
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>~|#])")  # what Markdown would read as markup in a cell or a line
+
+
 def _clip(text: str, most: int = 280) -> str:
-    """One line of a completion for a table cell: whitespace collapsed, pipes escaped, the end kept when long
-    (where the answer is)."""
-    flat = " ".join(str(text).split()).replace("|", "\\|")
-    return flat if len(flat) <= most else "…" + flat[-most:]
+    """One line of a completion (or an answer) as literal text in Markdown: whitespace collapsed, the end kept
+    when long (where the answer is), and every character Markdown would read as markup escaped -- ``6*6=36`` is not
+    an emphasis, a pipe does not end the cell, ``\\frac`` keeps its backslash.
+
+    >>> _clip("6*6=36 | 2*3")
+    '6\\\\*6=36 \\\\| 2\\\\*3'
+    """
+    flat = " ".join(str(text).split())
+    flat = flat if len(flat) <= most else "…" + flat[-most:]
+    return _MARKDOWN.sub(r"\\\1", flat)
 
 
 def review_section(
@@ -309,7 +322,8 @@ def review_section(
                 lines.append(
                     _row(
                         [
-                            f"{mine.benchmark} {_clip(mine.problem_id, 40)}",
+                            f"{mine.benchmark} {_clip(mine.problem_id, 40)}"
+                            + (f": {_clip(mine.problem, 80)}" if mine.problem else ""),
                             _clip(mine.gold, 40),
                             f"{_clip(mine.answer or '(no answer)', 40)} ({mine.correct}/{mine.samples})",
                             f"{_clip(theirs.answer or '(no answer)', 40)} ({theirs.correct}/{theirs.samples})",
@@ -317,6 +331,11 @@ def review_section(
                     )
                 )
             parts.append("\n".join(lines))
+        parts.append(
+            "*A problem is solved when at least half of its samples are correct; each answer shown is its most "
+            "common one, with correct/samples: a most common answer equal to the gold can still be a failure when "
+            "fewer than half the samples give it.*"
+        )
     correct = sorted(
         (r for r in candidate_rows if r.get("correct") and r.get("in_context", True)),
         key=lambda r: r["tokens"],

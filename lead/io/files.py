@@ -161,10 +161,14 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
         shutil.rmtree(tmp.parent, ignore_errors=True)
 
 
+def json_text(data: Any) -> str:
+    """``data`` as the project writes JSON files: pretty, keys sorted (the same data, the same bytes)."""
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
 def write_json(path: str | os.PathLike[str], data: Any) -> None:
-    """Write ``data`` as pretty JSON, atomically."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    """Write ``data`` as pretty JSON (:func:`json_text`), atomically."""
+    write_text(path, json_text(data))
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

@@ -21,6 +21,11 @@ or an output whose content differs from the manifest's (a newer, unfinished run 
 :class:`StaleOutputError` instead of mixing generations. The previous manifest stays while a new run writes: a run
 that fails before replacing any output (a full disk at its first write) leaves the last good generation readable,
 and one that replaced some is refused by content, file by file.
+
+**What a run took is not what it made.** Timings and MLflow run ids differ between two runs that made the same
+outputs, so no output holds them (:data:`RUN_FACTS`, :func:`without_run_facts`): a collaborator's clean run of a
+commit writes the bytes its ``dvc.lock`` names. The stage's MLflow run holds them; :func:`publish` tags that run
+with the manifest's fingerprint, and a reader finds the run by the manifest's content (:func:`published_run`).
 """
 
 from __future__ import annotations
@@ -151,16 +156,78 @@ class StaleOutputError(RuntimeError):
     """An output is not of the generation its stage last published (an interrupted or foreign run)."""
 
 
-def publish(manifest: str | os.PathLike[str], stage: str, outputs: Iterable[Path], **facts: Any) -> dict:
+# The keys of a summary that say how a run went rather than what it made (see the module's docstring).
+RUN_FACTS = frozenset(
+    {
+        "seconds",
+        "seconds_total",
+        "sampling_seconds",
+        "sampler_start_seconds",
+        "mlflow_run_id",
+        "run_id",
+        "resumed_from",
+    }
+)
+# The MLflow tag naming the manifest a run published (its fingerprint).
+MANIFEST_TAG = "lead.manifest"
+
+
+def without_run_facts(value: Any) -> Any:
+    """``value`` without the keys of :data:`RUN_FACTS`, at any depth: what an output file holds.
+
+    >>> without_run_facts({"steps": [{"step": "dedup", "seconds": 0.1}], "mlflow_run_id": "81a8", "kept": 3})
+    {'steps': [{'step': 'dedup'}], 'kept': 3}
+    """
+    if isinstance(value, Mapping):
+        return {k: without_run_facts(v) for k, v in value.items() if k not in RUN_FACTS}
+    if isinstance(value, list):
+        return [without_run_facts(v) for v in value]
+    return value
+
+
+def publish(
+    manifest: str | os.PathLike[str],
+    stage: str,
+    outputs: Iterable[Path],
+    *,
+    run_id: str | None = None,
+    **facts: Any,
+) -> dict:
     """Write ``manifest`` (last, atomically): the fingerprint of each output and ``facts`` (e.g. the model the
-    outputs describe, the MLflow run that holds them). Paths are stored relative to the manifest's folder."""
-    from lead.io.files import write_json
+    outputs describe). Paths are stored relative to the manifest's folder.
+
+    ``run_id``: the finished MLflow run that made the outputs. It is tagged ``lead.manifest = <fingerprint of the
+    manifest's bytes>`` before the manifest is written (a published manifest always has its run), and the manifest
+    names no run: two runs that made the same outputs publish the same bytes."""
+    from lead.io.files import json_text, write_text
 
     manifest = Path(manifest)
     entries = {_relative(p, manifest): file_fingerprint(p) for p in outputs}
     data = {"stage": stage, "outputs": entries, **facts}
-    write_json(manifest, data)
+    text = json_text(data)
+    if run_id:
+        import mlflow
+
+        digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        mlflow.MlflowClient().set_tag(run_id, MANIFEST_TAG, digest)
+    write_text(manifest, text)
     return data
+
+
+def published_run(manifest: str | os.PathLike[str]) -> Any | None:
+    """The newest finished MLflow run of the tracking store that published ``manifest`` (tagged with its
+    fingerprint by :func:`publish`), or None: the store holds no run that made these outputs (they were made
+    against another store, or pulled from a DVC remote)."""
+    import mlflow
+
+    runs = mlflow.search_runs(
+        search_all_experiments=True,
+        filter_string=f"tags.`{MANIFEST_TAG}` = '{file_fingerprint(manifest)}' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+        output_format="list",
+    )
+    return runs[0] if runs else None
 
 
 def _hint(stage: str) -> str:

@@ -14,13 +14,12 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines = [
         "# Curation report",
         "",
-        f"{report['train']} training problems, {report['test']} test problems "
-        f"({report['seconds']} s for the curation pass).",
+        f"{report['train']} training problems, {report['test']} test problems.",
         "",
         "## Steps",
         "",
-        "| step | in | out | removed | seconds | method |",
-        "|---|---:|---:|---|---:|---|",
+        "| step | in | out | removed | method |",
+        "|---|---:|---:|---|---|",
     ]
     for s in report["steps"]:
         removed = ", ".join(f"{k} {v}" for k, v in s["removed"].items()) or "-"
@@ -33,7 +32,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             extra += f"; limit {s['max_prompt_tokens']}, longest {s['longest']}"
         if s["step"] == "mix":
             extra = f"quotas {s['quotas']}, max_train_problems {s['max_train_problems']}"
-        lines.append(f"| {s['step']} | {s['in']} | {s['out']} | {removed} | {s['seconds']} | {extra} |")
+        lines.append(f"| {s['step']} | {s['in']} | {s['out']} | {removed} | {extra} |")
     lines += [
         "",
         "## Sources",

@@ -75,7 +75,7 @@ def run(params: Params) -> dict[str, Any]:
                 write_json(tmp / DISABLED, summary)
             write_json(report, summary)
             headline = write_headline(params, STAGE, summary)
-            publish(manifest, STAGE, [report, headline], model=None, mlflow_run_id=None)
+            publish(manifest, STAGE, [report, headline], model=None)
         return summary
     check_train_settings(params)  # TRL's and the launch's judgement before any hashing or loading
     start, start_fingerprint = from_main(state, lambda: published_model(params, "train"))

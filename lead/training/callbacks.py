@@ -41,6 +41,11 @@ class RichProgressCallback(TrainerCallback):
             self._tracker = None
 
 
+# The table's columns in the order a reviewer scans them (the run page's grid shows the first ones without
+# scrolling, and gives each the same width): the verdict and what it was worth, then the texts.
+COMPLETION_COLUMNS = ("outcome", "reward", "advantage", "gold", "tokens", "completion", "prompt")
+
+
 class CompletionsTable(TrainerCallback):
     """At every log of a training step, the completions the step trained on -- prompt, completion, gold answer,
     outcome, tokens, reward, advantage; the main process's part of the batch -- as an MLflow table
@@ -62,4 +67,5 @@ class CompletionsTable(TrainerCallback):
         import mlflow
 
         if mlflow.active_run() is not None:
-            mlflow.log_table(data=dict(rows), artifact_file=f"completions/step_{state.global_step:05d}.json")
+            table = {c: rows[c] for c in COMPLETION_COLUMNS if c in rows}
+            mlflow.log_table(data=table, artifact_file=f"completions/step_{state.global_step:05d}.json")

@@ -96,6 +96,8 @@ def train_phase(
             write_json(ckpt / RUN_FILE, {"identity": identity, "run_id": run.info.run_id, "state": "running"})
             if not previous:  # what the preset resolved to: the objective actually trained
                 mlflow.log_params({f"resolved.{k}": v for k, v in resolved.record().items()})
+            if resume:  # how the run went, not what it made: the run says it (the stage's record does not)
+                mlflow.set_tag("resumed_from", resume.name)
         trainer, tokenizer = _trainer(params, start, rows, dev, ckpt, stage, resolved.lead)
         with writing(ckpt):  # the checkpoints: inside the workspace, and a full disk named as such
             result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)

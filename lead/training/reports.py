@@ -8,7 +8,7 @@ from typing import Any
 from lead.config import Params
 from lead.dag import manifest_path, output, summary_file
 from lead.io.files import atomic_path, write_json, write_text
-from lead.io.fingerprint import publish
+from lead.io.fingerprint import publish, without_run_facts
 
 
 def publish_training(
@@ -16,16 +16,16 @@ def publish_training(
 ) -> None:
     """The main process writes ``<paths.reports>/<stage>.json`` (the summary without its per-step curve), with
     ``curves`` the curve as ``<stage>_curves.csv`` and ``.png`` (:func:`write_curves`), and, last, the stage's
-    manifest: the model by content, the MLflow run that trained it, the run's identity."""
+    manifest: the model by content and the run's identity (the MLflow run that trained it is tagged with it)."""
     if not state.is_main_process:
         return
     report = summary_file(params, stage)
-    write_json(report, {k: v for k, v in summary.items() if k != "curve"})
+    write_json(report, without_run_facts({k: v for k, v in summary.items() if k != "curve"}))
     outputs = [report, write_headline(params, stage, summary)]
     if curves:
         outputs += write_curves(output(params, stage, "curves").with_suffix(""), summary.get("curve") or [])
-    facts = {k: summary.get(k) for k in ("model", "mlflow_run_id", "identity")}
-    publish(manifest_path(params, stage), stage, outputs, **facts)
+    facts = {k: summary.get(k) for k in ("model", "identity")}
+    publish(manifest_path(params, stage), stage, outputs, run_id=summary.get("mlflow_run_id"), **facts)
 
 
 HEADLINE_KEYS = (

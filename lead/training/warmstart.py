@@ -29,7 +29,7 @@ from typing import Any
 from lead.config import Params
 from lead.dag import manifest_path, output
 from lead.io.files import atomic_path, write_json
-from lead.io.fingerprint import model_fingerprint, publish
+from lead.io.fingerprint import model_fingerprint, publish, without_run_facts
 
 SKIPPED = "skipped.json"  # the whole content of <paths.models>/warmstart when warmstart.enabled is false
 
@@ -203,8 +203,8 @@ def warm_start(params: Params) -> dict[str, Any]:
         summary = _summary(params, records, result, trainer, model, started)
         mlflow.log_metrics({k: v for k, v in summary.items() if k in METRICS})
     summary = {**summary, "model": model_fingerprint(out), "mlflow_run_id": mlflow_run.info.run_id}
-    write_json(summary_path, summary)
-    publish(manifest, "warmstart", [summary_path], model=summary["model"])
+    write_json(summary_path, without_run_facts(summary))
+    publish(manifest, "warmstart", [summary_path], run_id=mlflow_run.info.run_id, model=summary["model"])
     return summary
 
 

@@ -187,14 +187,21 @@ def test_a_new_warm_start_trains_afresh_and_a_finished_training_is_never_redone(
     continued. (Another pool at the same path, the other half of train's identity, is tests/stages/test_train.py's
     test_other_training_rows_train_afresh: here a new pool means new traces, hence a new warm start too, which
     would hide a pool left out of the identity.)"""
+    import mlflow
+
+    from lead.io.fingerprint import published_run
+
     workspace = recorded.restore()
+    mlflow.set_tracking_uri(f"sqlite:///{workspace / 'mlflow.db'}")
+    trained_by = published_run(workspace / "models/train.manifest.json").info.run_id
     before, weights = _trained(workspace)
     steps = yaml.safe_load((workspace / "params.yaml").read_text())["train"]["max_steps"]
     _set(workspace, "warmstart.seed", 1)  # a retrained tokenizer and model, in the same folder
     assert ran(dvc(workspace, "repro", "train").stdout) == ["params", "warmstart", "calibrate", "train"]
     after, new_weights = _trained(workspace)
-    assert after["steps"] == steps and after["resumed_from"] is None, after  # every step, from scratch
-    assert after["mlflow_run_id"] != before["mlflow_run_id"] and after["identity"] != before["identity"]
+    run = published_run(workspace / "models/train.manifest.json")
+    assert after["steps"] == steps and "resumed_from" not in run.data.tags, run.data.tags  # from scratch
+    assert run.info.run_id != trained_by and after["identity"] != before["identity"]
     assert new_weights != weights
     before, weights = after, new_weights
     assert ran(dvc(workspace, "repro", "train").stdout) == []  # unchanged: a no-op
@@ -241,7 +248,9 @@ def test_two_experiments_started_together_never_record_a_model_under_params_it_w
     holds them when the stage ends: without the train stage's own check, dvc.lock said seed 5 for the seed-4 model
     and `dvc status` called it up to date. Now that train fails, and whatever the lock names for train is what the
     model it records was trained with."""
-    from mlflow import MlflowClient
+    import mlflow
+
+    from lead.io.fingerprint import published_run
 
     workspace = recorded.restore()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -265,8 +274,8 @@ def test_two_experiments_started_together_never_record_a_model_under_params_it_w
     assert second.returncode != 0 and first.returncode != 0, said + second.stdout + second.stderr
     assert "changed while train ran" in said, said
     locked = yaml.safe_load((workspace / "dvc.lock").read_text())["stages"]["train"]["params"]["params.yaml"]
-    run_id = json.loads((workspace / "reports/train.json").read_text())["mlflow_run_id"]
-    trained = MlflowClient(f"sqlite:///{workspace / 'mlflow.db'}").get_run(run_id).data.params
+    mlflow.set_tracking_uri(f"sqlite:///{workspace / 'mlflow.db'}")
+    trained = published_run(workspace / "models/train.manifest.json").data.params
     up_to_date = "train:" not in dvc(workspace, "status", "train").stdout
     if up_to_date:  # what DVC would reuse for these params is what was trained with them
         assert str(locked["train"]["seed"]) == trained["train.seed"], (locked["train"], trained["train.seed"])

@@ -95,6 +95,9 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
     # The run's last line: its results and where they are.
     closing = flow_logs(state)[-1]
     assert closing.startswith(f"lead-pipeline {_flow_run(state).name}: done — evaluate: "), closing
+    # what `prefect deployment run --watch` ends with: "Flow run finished successfully in '<the state's name>'"
+    assert state.is_completed() and state.name.startswith("Done: evaluate: proxy Pass@1"), state.name
+    assert state.message == closing
     assert "proxy Pass@1" in closing and "; register: nothing registered" in closing, closing
     assert f"results in DVC experiment {result['experiment']['name']}" in closing, closing
     upstream = {s: "skipped" for s in STAGES if s not in ("params", "evaluate", "register")}
@@ -256,11 +259,11 @@ def test_bad_params_or_stage_names_stop_before_any_stage(workspace):
     from flows.pipeline import lead_pipeline, main
 
     # At creation: the deployment's parameter schema, as the Prefect server validates it (prefect deployment
-    # run), refuses a key no params section has and a stage the DAG does not have; a good run passes.
+    # run), refuses an override that is no KEY=VALUE and a stage the DAG does not have; a good run passes.
     schema = parameter_schema(lead_pipeline).model_dump_for_openapi()
     validate({"overrides": ["train.max_steps=3"], "stages": ["train"]}, schema, raise_on_error=True)
-    with pytest.raises(ValidationError, match=r"'overrides\[0\]'.*'trian\.max_steps=3'"):
-        validate({"overrides": ["trian.max_steps=3"]}, schema, raise_on_error=True)
+    with pytest.raises(ValidationError, match=r"'overrides\[0\]'.*'train\.max_steps'"):
+        validate({"overrides": ["train.max_steps"]}, schema, raise_on_error=True)
     with pytest.raises(ValidationError, match=r"'stages\[1\]'.*'deploy'"):
         validate({"stages": ["curate", "deploy"]}, schema, raise_on_error=True)
 
@@ -272,10 +275,15 @@ def test_bad_params_or_stage_names_stop_before_any_stage(workspace):
         and "\n" not in state.message
     )
     assert "train.num_generations = 3" in state.message
+    # what `prefect deployment run --watch` ends with: "Flow run finished in state '<the state's name>'"
+    assert state.name == "Failed: " + state.message.partition(": failed: ")[2], state.name
     logs = flow_logs(state)
     assert logs[-1] == state.message and not any("Traceback" in line for line in logs), logs
     with pytest.raises(ParamsError, match=r"train\.num_generations = 3"):
         state.result()
+    # A mistyped key: named with the nearest one, in the run's last line and its state's name.
+    typo = lead_pipeline(overrides=["train.max_stepz=3"], workspace=str(workspace), return_state=True)
+    assert typo.is_failed() and "unknown key 'train.max_stepz' (did you mean 'train.max_steps'?)" in typo.name
     with pytest.raises(ParamsError, match="unknown stage"):
         lead_pipeline(workspace=str(workspace), stages=["curate", "deploy"])
     with pytest.raises(SystemExit) as exited:  # the command line: before any Prefect server starts

@@ -15,6 +15,7 @@ completes the stage.
 This run replaces the deployment run on a temporary Prefect server that tests/flows/test_deployment.py made
 (one run of the DAG serves both: ``make test`` has one fewer)."""
 
+import functools
 import json
 import os
 import re
@@ -219,28 +220,28 @@ def test_deployment_run_through_the_stack_runs_every_stage_with_the_override(pip
     assert not (workspace / "reports/evaluate/metrics.json").exists()
 
 
-def test_a_mistyped_override_is_refused_when_the_run_is_created(pipeline, stack, workspace):
-    """The server checks the overrides' keys against the deployment's parameter schema: one line, no run."""
+def test_a_mistyped_override_ends_the_watched_run_with_the_key_and_the_nearest_one(
+    pipeline, stack, workspace
+):
+    """An override that is no KEY=VALUE is refused by the server (one line, no run); a mistyped key fails the run
+    as it starts, and `prefect deployment run --watch` ends with that reason (the state's name), not a traceback."""
     runs = len(prefect_api(stack, "flow_runs/filter", {}))
-    done = subprocess.run(
-        [
-            str(BIN / "prefect"),
-            "deployment",
-            "run",
-            "lead-pipeline/local",
-            "--param",
-            'overrides=["trian.max_steps=3"]',
-        ],
-        cwd=workspace,
-        env=client_env(stack),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    command = [str(BIN / "prefect"), "deployment", "run", "lead-pipeline/local", "--param"]
+    env = {**client_env(stack), "COLUMNS": "400"}  # Prefect's console would wrap the last line at 80
+    run = functools.partial(
+        subprocess.run, cwd=workspace, env=env, capture_output=True, text=True, timeout=600
     )
-    said = done.stdout + done.stderr
-    assert done.returncode == 1, said
-    assert "Validation failed for field 'overrides[0]'" in said and "'trian.max_steps=3'" in said, said
+    shapeless = run([*command, 'overrides=["train.max_steps"]'])
+    said = shapeless.stdout + shapeless.stderr
+    assert shapeless.returncode == 1 and "Validation failed for field 'overrides[0]'" in said, said
     assert "Traceback" not in said and len(prefect_api(stack, "flow_runs/filter", {})) == runs
+
+    typo = run([*command, 'overrides=["train.max_stepz=3"]', "--watch", "--watch-timeout", "300"])
+    said = typo.stdout + typo.stderr
+    last = said.strip().splitlines()[-1]
+    assert typo.returncode == 1, said
+    assert "unknown key 'train.max_stepz' (did you mean 'train.max_steps'?)" in last, said
+    assert "Traceback" not in said, said
 
 
 def test_the_run_ends_with_its_results_and_where_they_are(pipeline, stack):

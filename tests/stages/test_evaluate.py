@@ -15,7 +15,7 @@ from lead import evaluation
 from lead.config import BENCHMARKS, Params, load_params
 from lead.dag import manifest_path
 from lead.io.benchmarks import load_benchmark
-from lead.io.fingerprint import model_fingerprint, publish
+from lead.io.fingerprint import model_fingerprint, publish, published_run
 from lead.io.sampling import Completion
 from lead.stages import evaluate
 from tests.conftest import ROOT
@@ -24,6 +24,7 @@ ALL_BENCHMARKS = ["proxy", "aime24", "aime25", "math500", "amc23"]
 RECORD_COLUMNS = [
     "benchmark",
     "problem_id",
+    "problem",
     "band",
     "gold",
     "seed",
@@ -189,9 +190,8 @@ def test_evaluate_all_benchmarks_with_transformers(eval_params: Params):
     assert run.info.status == "FINISHED"
     # Published last: every output by content, the model by content, the run that holds the same figures.
     published = json.loads((out / "evaluate.manifest.json").read_text())
-    assert (
-        set(published["outputs"]) == set(evaluation.OUTPUTS) and published["mlflow_run_id"] == run.info.run_id
-    )
+    assert set(published["outputs"]) == set(evaluation.OUTPUTS) and "mlflow_run_id" not in published
+    assert published_run(out / "evaluate.manifest.json").info.run_id == run.info.run_id
     assert published["model"] == model_fingerprint(evaluation.model_path(eval_params))
     assert run.data.tags["backend"] == "transformers"
     assert run.data.params["evaluate.samples"] == "2"

@@ -31,14 +31,14 @@ def params(tmp_path, tiny_model) -> Params:
     use_experiment(p)
     with mlflow.start_run(run_name="train", tags={"stage": "train"}) as train_run:
         mlflow.log_params({"train.max_steps": 100, "train.preset": "paper"})
-    (p.paths.reports / "train.json").write_text(json.dumps({"mlflow_run_id": train_run.info.run_id}))
+    (p.paths.reports / "train.json").write_text(json.dumps({"steps": 100}))
     fingerprint = model_fingerprint(model)
     publish(
         manifest_path(p, "train"),
         "train",
         [p.paths.reports / "train.json"],
+        run_id=train_run.info.run_id,
         model=fingerprint,
-        mlflow_run_id=train_run.info.run_id,
     )
     p.evaluate.model = "train"
     return p
@@ -65,6 +65,7 @@ def sample_records(answers: dict[str, list[str]]) -> list[dict]:
         {
             "benchmark": "proxy",
             "problem_id": pid,
+            "problem": f"What is 6*{pid}?",
             "band": "level_1",
             "gold": GOLDS[pid],
             "seed": 0,
@@ -126,7 +127,7 @@ def evaluated(
         [out / METRICS, out / evaluation.RECORDS],
         model=model_fingerprint(path),
         model_path=str(path),
-        mlflow_run_id=run.info.run_id,
+        run_id=run.info.run_id,
         protocol=protocol(params.evaluate.model_dump(mode="json")),
     )
     return run.info.run_id
@@ -174,11 +175,20 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
     # What a reviewer reads: the problems it newly fails and newly solves with both answers, its shortest and
     # longest correct answers, and the plot itself.
     assert "**Newly failed** against v1:" in v2.description
-    for cells in (["proxy p1", "7", "6 (0/2)", "7 (2/2)"], ["proxy p2", "4", "4 (2/2)", "3 (0/2)"]):
+    # (the problem's statement beside its id, Markdown escaped: 6*p1 is no emphasis)
+    for cells in (
+        ["proxy p1: What is 6\\*p1?", "7", "6 (0/2)", "7 (2/2)"],
+        ["proxy p2: What is 6\\*p2?", "4", "4 (2/2)", "3 (0/2)"],
+    ):
         assert "| " + " | ".join(f"&nbsp;&nbsp;{c}&nbsp;&nbsp;" for c in cells) + " |" in v2.description
     assert "**Shortest correct answer** (proxy p2, 10 tokens)" in v2.description
     assert "**Longest correct answer** (proxy p3, 13 tokens)" in v2.description
-    assert f"![accuracy against answer length](get-artifact?path=evaluate%2F{ACCURACY_PLOT}" in v2.description
+    # the plot: both versions' curves, drawn by register and held by its run (v1 had no champion: evaluate's own)
+    both = f"![accuracy against answer length](get-artifact?path=review%2Faccuracy_vs_length.png&run_uuid={v2.run_id})"
+    assert both in v2.description
+    assert [a.path for a in client.list_artifacts(v2.run_id, "review")] == ["review/accuracy_vs_length.png"]
+    v1_description = client.get_model_version("lead-test", "1").description
+    assert f"![accuracy against answer length](get-artifact?path=evaluate%2F{ACCURACY_PLOT}" in v1_description
     assert "@champion" not in v2.description.replace("\\@champion", "")  # escaped: not a GitHub mention
 
     # The version's source run holds its evidence: MLflow's Compare of v1 and v2 (their source runs) shows the
@@ -228,6 +238,10 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
         in client.get_model_version("lead-test", "2").tags["champion.promoted"]
     )
     assert registration.promote(params, "3", "back to the best")["failed_gate"] is None
+    recorded = client.get_model_version("lead-test", "3").tags["champion.promoted"]
+    again = registration.promote(params, "3", "another reason")  # champion already: said, nothing overwritten
+    assert again["already"] and "back to the best" in again["reason"]
+    assert client.get_model_version("lead-test", "3").tags["champion.promoted"] == recorded
     loaded = mlflow.transformers.load_model("models:/lead-test@champion", return_type="components")
     assert loaded["model"].num_parameters() > 0
 

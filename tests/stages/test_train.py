@@ -19,7 +19,7 @@ from lead.core.outcomes import Outcome
 from lead.core.rewards import lead_rewards
 from lead.dag import output, resume_dir
 from lead.grading import GradeStats
-from lead.io.fingerprint import StaleOutputError
+from lead.io.fingerprint import StaleOutputError, published_run, without_run_facts
 from lead.stages import train
 from lead.training import trainer as seam
 from lead.training.checkpoints import last_complete_checkpoint
@@ -67,11 +67,17 @@ def test_train_stage_saves_the_model_and_logs_lead_metrics(rl_params):
 
     summary = train.run(rl_params)
     assert summary["steps"] == 2 and summary["resumed_from"] is None
-    assert json.loads((rl_params.paths.reports / "train.json").read_text()) == summary  # (without the curve)
+    # The record holds what the run made (no curve, no time, no run id: a rerun writes the same bytes) ...
+    record = json.loads((rl_params.paths.reports / "train.json").read_text())
+    assert record == without_run_facts(summary) and "seconds" in summary and "mlflow_run_id" not in record
     published = json.loads((rl_params.paths.models / "train.manifest.json").read_text())
-    assert published["model"] == summary["model"] and published["mlflow_run_id"] == summary["mlflow_run_id"]
+    assert published["model"] == summary["model"] and "mlflow_run_id" not in published
     AutoModelForCausalLM.from_pretrained(str(train.model_dir(rl_params)))
     mlflow.set_tracking_uri(rl_params.tracking.uri)
+    # ... and the run that made it is found by the manifest's content.
+    assert (
+        published_run(rl_params.paths.models / "train.manifest.json").info.run_id == summary["mlflow_run_id"]
+    )
     run = mlflow.get_run(summary["mlflow_run_id"])
     assert run.data.tags["stage"] == "train" and run.info.status == "FINISHED"
     for key in (
@@ -106,7 +112,7 @@ def test_train_stage_saves_the_model_and_logs_lead_metrics(rl_params):
             )
         ).read_text()
     )
-    assert table["columns"] == ["prompt", "completion", "gold", "outcome", "tokens", "reward", "advantage"]
+    assert table["columns"] == ["outcome", "reward", "advantage", "gold", "tokens", "completion", "prompt"]
     assert len(table["data"]) == rl_params.train.batch_size
 
 
@@ -246,14 +252,15 @@ def test_two_processes_under_accelerate_launch_share_groups_one_run_one_model(rl
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((rl_params.paths.reports / "train.json").read_text())
-    assert summary["steps"] == 2 and summary["mlflow_run_id"]
+    assert summary["steps"] == 2
     assert (train.model_dir(rl_params) / "model.safetensors").exists()
     assert not list(train.model_dir(rl_params).parent.glob(".train.saving"))
     mlflow.set_tracking_uri(rl_params.tracking.uri)
     runs = mlflow.search_runs(
         experiment_names=["lead"], filter_string="tags.stage = 'train'", output_format="list"
     )
-    assert [r.info.run_id for r in runs] == [summary["mlflow_run_id"]]  # one run, from the main process
+    published = published_run(rl_params.paths.models / "train.manifest.json")
+    assert [r.info.run_id for r in runs] == [published.info.run_id]  # one run, from the main process
     assert runs[0].data.metrics["lead/share_correct"] >= 0.0
     s = resolve(t).lead
     for step in (0, 1):
@@ -385,14 +392,15 @@ def test_sigkill_then_rerun_resumes_into_the_same_mlflow_run(rl_params, tmp_path
     run_id = json.loads((ckpt / RUN_FILE).read_text())["run_id"]
     subprocess.run(cmd, check=True, capture_output=True)
     summary = json.loads((rl_params.paths.reports / "train.json").read_text())
-    assert summary["resumed_from"] is not None
-    assert int(summary["resumed_from"].split("-")[1]) >= int(killed_at.name.split("-")[1])
-    assert summary["steps"] == 40
-    assert summary["mlflow_run_id"] == run_id
-    # The rerun's start ended the killed process's run (abandoned: FAILED), then took it up again, as its own.
+    assert summary["steps"] == 40 and "resumed_from" not in summary  # the record: what was made, not how
+    # The rerun's start ended the killed process's run (abandoned: FAILED), then took it up again, as its own,
+    # and published the model from it.
     from lead.io.tracking import ENDED_BY_TAG, OWNER_TAG
 
-    run = mlflow.MlflowClient(rl_params.tracking.uri).get_run(run_id)
+    mlflow.set_tracking_uri(rl_params.tracking.uri)
+    run = published_run(rl_params.paths.models / "train.manifest.json")
+    assert run.info.run_id == run_id
+    assert int(run.data.tags["resumed_from"].split("-")[1]) >= int(killed_at.name.split("-")[1])
     assert run.info.status == "FINISHED" and ENDED_BY_TAG not in run.data.tags, run.data.tags
     assert f":{proc.pid}:" not in run.data.tags[OWNER_TAG]
 
