@@ -70,15 +70,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from prefect import Task, flow, get_run_logger, task
-from prefect.states import Completed
+from prefect.states import Completed, Failed
 from pydantic import WithJsonSchema
 
-from flows.commands import dvc_executable, git, run, stage_env
+from flows.commands import CommandError, dvc_executable, git, run, stage_env
 from flows.experiment import clean_stale, experiment_copy, push_experiment, save_experiment
 from flows.prefect_api import STOPPING, Override, check_then_start, completed, stopped
 from flows.summary import OUTCOMES, StageRow, closing_line, markdown, results, stage_line
 from lead.config import Params, ParamsError, load_params
-from lead.dag import STAGES, manifest_path, summary_file
+from lead.dag import REGISTRY, STAGES, manifest_path, summary_file
 from lead.io.fingerprint import published_run
 
 # Sampling engines and the tracking store can fail transiently; training resumes from its checkpoints.
@@ -198,13 +198,18 @@ def _stage_task(name: str) -> Task[..., Any]:
         said: list[str] = []
         started = time.perf_counter()
         # --pull: outputs the DVC remote already holds are fetched instead of recomputed (a fresh clone).
-        run(
-            [dvc_executable(), "repro", "--single-item", name, *(["--pull"] if pull else [])],
-            Path(workspace),
-            env,
-            # only DVC's verdict lines are kept (a training stage prints progress for hours)
-            on_line=lambda line: said.append(line) if any(p.match(line) for _, p in VERDICTS) else None,
-        )
+        try:
+            run(
+                [dvc_executable(), "repro", "--single-item", name, *(["--pull"] if pull else [])],
+                Path(workspace),
+                env,
+                # only DVC's verdict lines are kept (a training stage prints progress for hours)
+                on_line=lambda line: said.append(line) if any(p.match(line) for _, p in VERDICTS) else None,
+            )
+        except CommandError as exc:
+            # Failed with the stage's own line, returned rather than raised: Prefect retries it the same way,
+            # and logs no traceback of this task under the line the stage printed (the flow raises it again).
+            return Failed(name=f"Failed: {exc.reason}", message=f"{name}: {exc.reason}", data=exc)
         outcome = verdict(name, said)
         params = load_params(Path(workspace) / "params.yaml")
         summary_path = Path(workspace) / summary_file(params, name)
@@ -214,7 +219,9 @@ def _stage_task(name: str) -> Task[..., Any]:
             "outcome": outcome,
             "summary": summary,
             "seconds": round(time.perf_counter() - started, 1),
-            "manifest": str(Path(workspace) / manifest_path(params, name)),
+            "manifest": str(Path(workspace) / manifest_path(params, name))
+            if "manifest" in REGISTRY[name].outputs  # (the params check publishes none)
+            else None,
         }
         if outcome in STATE_NAMES:
             return Completed(name=STATE_NAMES[outcome], message=OUTCOMES[outcome], data=done)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -390,22 +390,83 @@ def evaluate(
     path: ParamsOpt = DEFAULT_PARAMS,
     overrides: SetOpt = None,
     recipe: RecipeOpt = None,
+    completions: Annotated[
+        Path | None,
+        typer.Option(
+            help="Score the completions in this JSONL/parquet file (made elsewhere) instead of sampling the model; "
+            "with reference verdicts in it, how often ours agree (lead/replay.py says the fields)."
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Where --completions writes (default: <paths.reports>/replay/<file name>)."),
+    ] = None,
 ) -> None:
     """Sample the model on the benchmarks and score it: Pass@k, Cons@n, lengths, budget sweep, difficulty bands."""
-    from rich import box
-
     from lead.evaluation import output_dir
     from lead.stages import evaluate as stage
 
     cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
+    if completions is not None:
+        _replay(completions, out or cfg.paths.reports / "replay" / completions.stem)
+        return
     metrics = stage.run(cfg)
     n = cfg.evaluate.samples
     title = f"{cfg.evaluate.model}: {n} samples/problem, T={cfg.evaluate.temperature}"
+    console.print(_scores_table(title, metrics, cfg.evaluate.benchmarks, n))
+    console.print(f"records, metrics.json and plots → {output_dir(cfg)}")
+
+
+def _replay(source: Path, out: Path) -> None:
+    """``lead evaluate --completions``: score a completions file (:mod:`lead.replay`) and print what it gave."""
+    from lead.replay import CompletionsError, disagreements, read_completions, replay, write_replay
+
+    try:
+        rows = read_completions(source)
+        result = replay(rows)
+    except CompletionsError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(1) from None
+    write_replay(out, source, result)
+    suites = list(result.scored)
+    sizes = sorted({p.n for problems in result.scored.values() for p in problems})
+    title = f"{source.name}: {len(rows)} completions, lengths in {result.length_unit}"
+    console.print(_scores_table(title, result.metrics, suites, sizes[0] if len(sizes) == 1 else None))
+    a = result.agreement
+    if a:
+        console.print(
+            f"agreement with the file's verdicts: {a['agree']}/{a['compared']} ({100 * a['share']:.1f} %); "
+            f"correct only for us {a['only_ours']}, only for the reference {a['only_reference']}",
+            highlight=False,
+        )
+        shown = Table(title="disagreements (first 10)", box=None, pad_edge=False)
+        for column in ("suite", "problem", "gold", "our answer", "ours", "reference answer", "reference"):
+            shown.add_column(column, overflow="fold")
+        for r in disagreements(result.records)[:10]:
+            shown.add_row(
+                r["suite"],
+                r["problem_id"][:20],
+                r["gold"][:20],
+                str(r["answer"])[:30],
+                "correct" if r["correct"] else "wrong",
+                str(r["reference_answer"])[:30],
+                "correct" if r["reference_correct"] else "wrong",
+            )
+        if shown.row_count:
+            console.print(shown)
+    console.print(f"records, metrics.json, agreement and plots → {out}", highlight=False)
+
+
+def _scores_table(title: str, metrics: dict[str, Any], suites: list[str], n: int | None) -> Table:
+    """Per benchmark (or suite): problems, Pass@1, Cons@n, answered, Len_avg, truncation, no room (``n`` None:
+    each suite's own number of samples per problem)."""
+    from rich import box
+
     table = Table(title=title, box=box.SIMPLE, pad_edge=False, collapse_padding=True)  # fits 80 columns
     columns = {
         "problems": "problems",
         "pass_at_1": "Pass@1",
-        f"cons_at_{n}": f"Cons@{n}",
+        "cons": f"Cons@{n or 'n'}",
         "answered": "answered",
         "len_avg": "Len_avg",
         "truncation_rate": "trunc.",
@@ -414,13 +475,13 @@ def evaluate(
     table.add_column("benchmark")
     for header in columns.values():
         table.add_column(header, justify="right")
-    for name in cfg.evaluate.benchmarks:
-        values = [metrics.get(f"{name}.{col}") for col in columns]
+    for name in suites:
+        cons = f"cons_at_{n or metrics.get(f'{name}.samples_per_problem')}"
+        values = [metrics.get(f"{name}.{cons if col == 'cons' else col}") for col in columns]
         table.add_row(
             name, *("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in values)
         )
-    console.print(table)
-    console.print(f"records, metrics.json and plots → {output_dir(cfg)}")
+    return table
 
 
 @app.command()

@@ -32,8 +32,11 @@ Outputs under ``<paths.reports>/evaluate/``:
   ``null`` where a metric is undefined (e.g. the length of correct samples when none is correct);
 * ``accuracy_vs_length.png`` and ``budget_curve.png``;
 * ``evaluate.manifest.json`` -- written last, once the MLflow run has finished: the content fingerprints of
-  the files above, the evaluated model's :func:`~lead.io.fingerprint.model_fingerprint` and path, and the MLflow
-  run id. ``register`` refuses an evaluation whose manifest does not name, by content, the model it registers.
+  the files above, the evaluated model's :func:`~lead.io.fingerprint.model_fingerprint` and path (the MLflow run
+  that made them is tagged with the manifest's fingerprint). ``register`` refuses an evaluation whose manifest
+  does not name, by content, the model it registers.
+
+:mod:`lead.replay` scores completions made elsewhere with the same judge, metrics and plots.
 
 Everything is logged to one MLflow run tagged ``stage=evaluate`` (undefined metrics are left out there).
 """
@@ -224,7 +227,7 @@ def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
         pq.write_table(pa.Table.from_pylist(records, schema=schema), tmp)
 
 
-def _plots(out: Path, scored: dict[str, list[Any]], sweeps: dict[str, list[Any]], n: int) -> None:
+def write_plots(out: Path, scored: dict[str, list[Any]], sweeps: dict[str, list[Any]], n: int) -> None:
     """accuracy_vs_length.png (equal-count length bins per benchmark) and budget_curve.png."""
     import matplotlib
 
@@ -391,7 +394,7 @@ def evaluate(params: Params) -> dict[str, Any]:
         # answers without downloading samples.parquet).
         mlflow.log_table(data=_review_table(scores.records), artifact_file=SAMPLES_TABLE)
         write_json(out / METRICS, metrics)
-        _plots(out, scores.scored, scores.sweeps, ev.samples)
+        write_plots(out, scores.scored, scores.sweeps, ev.samples)
         mlflow.set_tags({"model_fingerprint": fingerprint, "grader.extraction": EVALUATION.extraction})
         mlflow.log_metrics({k: float(v) for k, v in metrics.items() if isinstance(v, int | float)})
         mlflow.log_metric("seconds", seconds)

@@ -264,7 +264,8 @@ def locate(completion: str, extraction: Extraction = "any") -> Located:
 
     With ``</think>``, ``"any"`` and ``"boxed"`` look after the *last* ``</think>`` first; if that part holds
     no box (and, for ``"any"``, nothing math-verify could read: no digit, no formula), the last box of the
-    reasoning is used -- "the last box of the whole completion"."""
+    reasoning is used -- "the last box of the whole completion"; under ``"any"``, with no box at all, the
+    reasoning's final statement (as a completion without ``</think>`` is read)."""
     if not isinstance(completion, str) or not completion:
         return Located(None)
     if extraction not in EXTRACTIONS:
@@ -284,6 +285,9 @@ def locate(completion: str, extraction: Extraction = "any") -> Located:
             reasoning = _last_box(completion[:cut])
             if reasoning is not None:
                 return Located(reasoning)
+            # No box anywhere and nothing after the reasoning: its final statement ("Therefore, the value of
+            # $k$ is 7.</think>"), read as a completion without </think> is read.
+            return _any(completion[:cut])
         return located
     except Exception:  # defensive: nothing above should raise, but a grader must not
         logger.debug("locate failed", exc_info=True)

@@ -2,8 +2,10 @@ r"""Clean-up of an answer string before any comparison: pure string work.
 
 Unicode maths signs, ``$``/``\(``/``\[``, ``\left``/``\right``, ``\!``, ``\,``, ``\dfrac``, ``\frac12``,
 degrees, ``\%``, currency ``\$``, trailing units (``\text{ cm}``, ``5 cm``), thousands separators
-(``10,\!080``), ``\text{}`` wrappers, a leading ``x =`` / ``x \in``. Whitespace is kept (single spaces) so that
-``\cot x`` stays valid LaTeX for sympy; :func:`canon` is the whitespace-free form for exact comparisons.
+(``10,\!080``), ``\text{}`` wrappers, a leading ``x =`` / ``x \in``, an ordinal for its number
+(``21^{\text{st}} \text{ term}``, ``the 5^\mathrm{th} place``, ``3rd``: 21, 5, 3; only with the suffix English
+gives that number). Whitespace is kept (single spaces) so that ``\cot x`` stays valid LaTeX for sympy;
+:func:`canon` is the whitespace-free form for exact comparisons.
 """
 
 from __future__ import annotations
@@ -64,6 +66,37 @@ _TEXT_WRAP_RE = re.compile(r"\\text\{([^{}]*)\}")
 _ASSIGN_RE = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|\\in(?![A-Za-z]))\s*(?P<rhs>[^=]+)", re.S)
 
 
+# An ordinal, as a whole answer: "the" first, the suffix as a superscript or not, one word after ("term").
+_ORDINAL_RE = re.compile(
+    r"(?:the\s+)?(?P<n>\d+)\s*(?:\^\s*\{?\s*(?P<sup>st|nd|rd|th)\s*\}?|(?P<suffix>st|nd|rd|th))(?:\s+[A-Za-z]+)?",
+    re.I,
+)
+
+
+def ordinal_suffix(n: int) -> str:
+    """The English suffix of the ordinal ``n``: 1st, 2nd, 3rd, 4th, 11th-13th, 21st, 112th.
+
+    >>> [ordinal_suffix(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 112)]
+    ['st', 'nd', 'rd', 'th', 'th', 'th', 'th', 'st', 'nd', 'th']
+    """
+    if n % 100 in (11, 12, 13):
+        return "th"
+    return {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+
+
+def drop_ordinal(clean: str) -> str:
+    """The number of an ordinal answer (``21^{st} term`` -> ``21``); anything else as it is, a suffix that is not
+    this number's too (``2^{th}`` stays: it may be a power).
+
+    >>> drop_ordinal("21^{st} term"), drop_ordinal("the 5^th place"), drop_ordinal("3rd"), drop_ordinal("2^{th}")
+    ('21', '5', '3', '2^{th}')
+    """
+    m = _ORDINAL_RE.fullmatch(clean)
+    if m is None or (m["sup"] or m["suffix"]).lower() != ordinal_suffix(int(m["n"])):
+        return clean
+    return m["n"]
+
+
 _PERCENT_RE = re.compile(r"\\?%|(?<=[\d}\s])(?:percent(?:age)?|pct)\b", re.I)
 
 
@@ -115,6 +148,7 @@ def clean_uncached(s: str) -> str:
     s = re.sub(r"\\frac\s*(\d)\s*\{", r"\\frac{\1}{", s)
     s = re.sub(r"\\sqrt\s*(\d)", r"\\sqrt{\1}", s)
     s = re.sub(r"\s+", " ", s).strip().rstrip(".").strip()
+    s = drop_ordinal(s)
     return s.replace(_DBL_BACKSLASH, "\\\\")
 
 

@@ -191,8 +191,8 @@ def prefect_server(tmp_path_factory):
             yield
 
 
-def flow_logs(state) -> list[str]:
-    """The flow run's own log lines (not its tasks'), oldest first."""
+def flow_logs(state, tasks: bool = False) -> list[str]:
+    """The flow run's own log lines (with ``tasks``, its tasks' too), oldest first."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
     from prefect.client.schemas.sorting import LogSort
@@ -205,5 +205,7 @@ def flow_logs(state) -> list[str]:
             sort=LogSort.TIMESTAMP_ASC,
         )
     return [
-        log.message for log in logs if log.task_run_id is None and not log.message.startswith("Finished in")
+        log.message
+        for log in logs
+        if (tasks or log.task_run_id is None) and not log.message.startswith("Finished in")
     ]

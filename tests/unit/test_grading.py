@@ -253,6 +253,54 @@ def test_word_answers_in_prose_and_inequalities_for_open_intervals(completion, g
     assert grade(completion, gold) is expected
 
 
+@pytest.mark.parametrize(
+    ("completion", "gold", "expected"),
+    [
+        # An ordinal for a numeric gold: the number, whatever way the suffix is written, a word after it or not.
+        (r"So it is the \boxed{21^{\text{st}}\text{ term}}.", "21", True),
+        (r"Hence \boxed{\text{the } 5^\mathrm{th} \text{ place}}.", "5", True),
+        (r"\boxed{22^{nd}}", "22", True),
+        (r"\boxed{3rd}", "3", True),
+        (r"\boxed{113^{\text{th}}}", "113", True),
+        # ... and never another number, nor a power whose exponent only looks like a suffix.
+        (r"So it is the \boxed{21^{\text{st}}\text{ term}}.", "20", False),
+        (r"\boxed{2^{th}}", "2", False),  # 2th is no ordinal: 2 to the power t*h
+        (r"\boxed{3^{rd}}", "9", False),
+        (r"\boxed{11^{st}}", "11", False),  # eleventh, not eleven-st
+    ],
+)
+def test_ordinal_answers_are_their_number(completion, gold, expected) -> None:
+    assert grade(completion, gold) is expected
+
+
+_REASONING = "<think>Let me work it out. " + "We compute 3 + 4 = 7 and check it again. " * 100
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold", "expected"),
+    [
+        # A long chain of thought that states its answer at the end of its reasoning, with no box anywhere and
+        # nothing after </think>: evaluation's rule reads that final statement ...
+        (_REASONING + "Therefore, the value of $k$ is 7.</think>", "7", True),
+        (_REASONING + "So I am confident that 52 is the correct answer.</think>", "52", True),
+        (_REASONING + "Therefore, the value of $k$ is 7.</think>", "8", False),
+        (
+            _REASONING + "So I am confident that 52 is the correct answer.</think>",
+            "7",
+            False,
+        ),  # not an earlier 7
+        # ... while a box in the reasoning still wins over any statement, and a reasoning without any answer
+        # stays unanswered.
+        (_REASONING + r"so \boxed{9}. Therefore, the value of $k$ is 7.</think>", "9", True),
+        ("<think>I am not sure how to start this problem.</think>", "7", False),
+    ],
+)
+def test_a_final_statement_of_an_unboxed_chain_of_thought_is_evaluations_answer(completion, gold, expected):
+    assert grade(completion, gold) is expected
+    # the reward's rules stay the paper's: a box, or no answer
+    assert grade(completion, gold, extraction="boxed") is (expected and r"\boxed" in completion)
+
+
 def test_table_golds_are_real() -> None:
     real = _real_golds()
     missing = {gold for _, gold, *_ in TABLE if gold and gold not in real}
