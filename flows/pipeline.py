@@ -79,7 +79,6 @@ from flows.prefect_api import STOPPING, Override, check_then_start, completed, s
 from flows.summary import OUTCOMES, StageRow, closing_line, markdown, results, stage_line
 from lead.config import Params, ParamsError, load_params
 from lead.dag import REGISTRY, STAGES, manifest_path, summary_file
-from lead.io.fingerprint import published_run
 
 # Sampling engines and the tracking store can fail transiently; training resumes from its checkpoints.
 RETRIES = {"calibrate": 2, "train": 1, "calibrate_stage2": 2, "train_stage2": 1, "evaluate": 2, "register": 2}
@@ -235,9 +234,11 @@ TASKS = {name: _stage_task(name) for name in STAGES}
 
 def _stage_runs(parent: Any, rows: dict[str, StageRow]) -> dict[str, StageRow]:
     """``rows`` with each stage's MLflow run: its run under ``parent``, else the earlier run that published its
-    outputs (:func:`lead.io.fingerprint.published_run`: a training reused, an up-to-date stage)."""
+    outputs (:func:`lead.io.tracking.published_run`: a training reused, an up-to-date stage)."""
     import mlflow
     from mlflow.exceptions import MlflowException
+
+    from lead.io.tracking import published_run
 
     children = mlflow.search_runs(
         experiment_ids=[parent.info.experiment_id],

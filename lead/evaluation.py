@@ -349,7 +349,7 @@ def evaluate(params: Params) -> dict[str, Any]:
     from lead.core.registry import protocol
     from lead.io.benchmarks import load_benchmark
     from lead.io.sampling import VLLMSampler, context_window, make_sampler
-    from lead.io.tracking import stage_run
+    from lead.io.tracking import mark_run, stage_run
 
     ev = params.evaluate
     manifest = manifest_path(params, "evaluate")
@@ -406,7 +406,7 @@ def evaluate(params: Params) -> dict[str, Any]:
         [out / name for name in OUTPUTS],
         model=fingerprint,
         model_path=path,
-        run_id=run.info.run_id,
+        before_writing=mark_run(run.info.run_id),
         # What was measured, as it was measured: register describes (and the champion gate compares) versions
         # by this, never by the params it is run with.
         protocol=protocol(ev.model_dump(mode="json")),

@@ -60,8 +60,8 @@ from lead.config import Params
 from lead.core import registry
 from lead.dag import manifest_path, output, output_name, published_model, summary_file
 from lead.io.files import repo_root, write_json
-from lead.io.fingerprint import StaleOutputError, published_run, read_verified, value_fingerprint, verify
-from lead.io.tracking import ENDED_BY_TAG, PARENT_RUN_ENV, tracking_uri
+from lead.io.fingerprint import StaleOutputError, read_verified, value_fingerprint, verify
+from lead.io.tracking import ENDED_BY_TAG, PARENT_RUN_ENV, published_run, tracking_uri
 
 CHAMPION, CHALLENGER = "champion", "challenger"
 # What the transformers flavor needs to load the model again, pinned to the versions in this environment.
@@ -316,7 +316,7 @@ class Evidence:
 
 
 def _run_of(manifest: Path, stage: str, *, required: bool) -> Any:
-    """The finished MLflow run that published ``manifest`` (:func:`lead.io.fingerprint.published_run`); None
+    """The finished MLflow run that published ``manifest`` (:func:`lead.io.tracking.published_run`); None
     when the store holds none, or, when ``required``, a :class:`StaleOutputError` saying where the runs are."""
     import mlflow
 

@@ -24,8 +24,9 @@ and one that replaced some is refused by content, file by file.
 
 **What a run took is not what it made.** Timings and MLflow run ids differ between two runs that made the same
 outputs, so no output holds them (:data:`RUN_FACTS`, :func:`without_run_facts`): a collaborator's clean run of a
-commit writes the bytes its ``dvc.lock`` names. The stage's MLflow run holds them; :func:`publish` tags that run
-with the manifest's fingerprint, and a reader finds the run by the manifest's content (:func:`published_run`).
+commit writes the bytes its ``dvc.lock`` names. The stage's MLflow run holds them; it is tagged with the manifest's
+fingerprint as :func:`publish` writes it, and a reader finds the run by the manifest's content
+(:func:`lead.io.tracking.published_run`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -168,8 +169,6 @@ RUN_FACTS = frozenset(
         "resumed_from",
     }
 )
-# The MLflow tag naming the manifest a run published (its fingerprint).
-MANIFEST_TAG = "lead.manifest"
 
 
 def without_run_facts(value: Any) -> Any:
@@ -190,44 +189,25 @@ def publish(
     stage: str,
     outputs: Iterable[Path],
     *,
-    run_id: str | None = None,
+    before_writing: Callable[[str], Any] | None = None,
     **facts: Any,
 ) -> dict:
     """Write ``manifest`` (last, atomically): the fingerprint of each output and ``facts`` (e.g. the model the
     outputs describe). Paths are stored relative to the manifest's folder.
 
-    ``run_id``: the finished MLflow run that made the outputs. It is tagged ``lead.manifest = <fingerprint of the
-    manifest's bytes>`` before the manifest is written (a published manifest always has its run), and the manifest
-    names no run: two runs that made the same outputs publish the same bytes."""
+    ``before_writing`` is called with the fingerprint of the manifest's bytes before they are written: the stage's
+    MLflow run is tagged with it there (:func:`lead.io.tracking.mark_run`), so a published manifest always has its
+    run, and the manifest names no run: two runs that made the same outputs publish the same bytes."""
     from lead.io.files import json_text, write_text
 
     manifest = Path(manifest)
     entries = {_relative(p, manifest): file_fingerprint(p) for p in outputs}
     data = {"stage": stage, "outputs": entries, **facts}
     text = json_text(data)
-    if run_id:
-        import mlflow
-
-        digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-        mlflow.MlflowClient().set_tag(run_id, MANIFEST_TAG, digest)
+    if before_writing is not None:
+        before_writing("sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest())
     write_text(manifest, text)
     return data
-
-
-def published_run(manifest: str | os.PathLike[str]) -> Any | None:
-    """The newest finished MLflow run of the tracking store that published ``manifest`` (tagged with its
-    fingerprint by :func:`publish`), or None: the store holds no run that made these outputs (they were made
-    against another store, or pulled from a DVC remote)."""
-    import mlflow
-
-    runs = mlflow.search_runs(
-        search_all_experiments=True,
-        filter_string=f"tags.`{MANIFEST_TAG}` = '{file_fingerprint(manifest)}' and attributes.status = 'FINISHED'",
-        order_by=["attributes.start_time DESC"],
-        max_results=1,
-        output_format="list",
-    )
-    return runs[0] if runs else None
 
 
 def _hint(stage: str) -> str:

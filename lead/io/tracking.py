@@ -256,3 +256,39 @@ def stage_run(
         except (Terminated, KeyboardInterrupt):
             mlflow.end_run("KILLED")  # stopped from outside, not failed; MLflow's own exit then ends nothing
             raise
+
+
+# The MLflow tag naming the manifest a run published (its fingerprint: lead.io.fingerprint.publish).
+MANIFEST_TAG = "lead.manifest"
+
+
+def mark_run(run_id: str | None) -> Callable[[str], None] | None:
+    """What :func:`lead.io.fingerprint.publish` calls before writing a manifest: tag the run ``run_id`` that made
+    the outputs ``lead.manifest = <the manifest's fingerprint>`` (None: no run to tag)."""
+    if not run_id:
+        return None
+
+    def tag(digest: str) -> None:
+        import mlflow
+
+        mlflow.MlflowClient().set_tag(run_id, MANIFEST_TAG, digest)
+
+    return tag
+
+
+def published_run(manifest: str | os.PathLike[str]) -> Any | None:
+    """The newest finished MLflow run of the tracking store that published ``manifest`` (tagged by
+    :func:`mark_run`), or None: the store holds no run that made these outputs (they were made against another
+    store, or pulled from a DVC remote)."""
+    import mlflow
+
+    from lead.io.fingerprint import file_fingerprint
+
+    runs = mlflow.search_runs(
+        search_all_experiments=True,
+        filter_string=f"tags.`{MANIFEST_TAG}` = '{file_fingerprint(manifest)}' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+        output_format="list",
+    )
+    return runs[0] if runs else None

@@ -9,6 +9,7 @@ from lead.config import Params
 from lead.dag import manifest_path, output, summary_file
 from lead.io.files import atomic_path, write_json, write_text
 from lead.io.fingerprint import publish, without_run_facts
+from lead.io.tracking import mark_run
 
 
 def publish_training(
@@ -25,7 +26,13 @@ def publish_training(
     if curves:
         outputs += write_curves(output(params, stage, "curves").with_suffix(""), summary.get("curve") or [])
     facts = {k: summary.get(k) for k in ("model", "identity")}
-    publish(manifest_path(params, stage), stage, outputs, run_id=summary.get("mlflow_run_id"), **facts)
+    publish(
+        manifest_path(params, stage),
+        stage,
+        outputs,
+        before_writing=mark_run(summary.get("mlflow_run_id")),
+        **facts,
+    )
 
 
 HEADLINE_KEYS = (

@@ -160,7 +160,7 @@ def warm_start(params: Params) -> dict[str, Any]:
     from transformers import PrinterCallback
     from trl import SFTTrainer
 
-    from lead.io.tracking import stage_run
+    from lead.io.tracking import mark_run, stage_run
     from lead.training.callbacks import RichProgressCallback
 
     out = model_dir(params)
@@ -204,7 +204,13 @@ def warm_start(params: Params) -> dict[str, Any]:
         mlflow.log_metrics({k: v for k, v in summary.items() if k in METRICS})
     summary = {**summary, "model": model_fingerprint(out), "mlflow_run_id": mlflow_run.info.run_id}
     write_json(summary_path, without_run_facts(summary))
-    publish(manifest, "warmstart", [summary_path], run_id=mlflow_run.info.run_id, model=summary["model"])
+    publish(
+        manifest,
+        "warmstart",
+        [summary_path],
+        before_writing=mark_run(mlflow_run.info.run_id),
+        model=summary["model"],
+    )
     return summary
 
 

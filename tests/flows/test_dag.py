@@ -189,7 +189,7 @@ def test_a_new_warm_start_trains_afresh_and_a_finished_training_is_never_redone(
     would hide a pool left out of the identity.)"""
     import mlflow
 
-    from lead.io.fingerprint import published_run
+    from lead.io.tracking import published_run
 
     workspace = recorded.restore()
     mlflow.set_tracking_uri(f"sqlite:///{workspace / 'mlflow.db'}")
@@ -250,7 +250,7 @@ def test_two_experiments_started_together_never_record_a_model_under_params_it_w
     model it records was trained with."""
     import mlflow
 
-    from lead.io.fingerprint import published_run
+    from lead.io.tracking import published_run
 
     workspace = recorded.restore()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}

@@ -15,8 +15,9 @@ from lead import evaluation
 from lead.config import BENCHMARKS, Params, load_params
 from lead.dag import manifest_path
 from lead.io.benchmarks import load_benchmark
-from lead.io.fingerprint import model_fingerprint, publish, published_run
+from lead.io.fingerprint import model_fingerprint, publish
 from lead.io.sampling import Completion
+from lead.io.tracking import published_run
 from lead.stages import evaluate
 from tests.conftest import ROOT
 

@@ -14,7 +14,7 @@ from lead.core.registry import UI_MODE, protocol
 from lead.dag import manifest_path
 from lead.evaluation import ACCURACY_PLOT, BUDGET_PLOT, METRICS, output_dir
 from lead.io.fingerprint import StaleOutputError, model_fingerprint, publish
-from lead.io.tracking import use_experiment
+from lead.io.tracking import mark_run, use_experiment
 from lead.stages import register
 from tests.conftest import tmp_params
 
@@ -37,7 +37,7 @@ def params(tmp_path, tiny_model) -> Params:
         manifest_path(p, "train"),
         "train",
         [p.paths.reports / "train.json"],
-        run_id=train_run.info.run_id,
+        before_writing=mark_run(train_run.info.run_id),
         model=fingerprint,
     )
     p.evaluate.model = "train"
@@ -127,7 +127,7 @@ def evaluated(
         [out / METRICS, out / evaluation.RECORDS],
         model=model_fingerprint(path),
         model_path=str(path),
-        run_id=run.info.run_id,
+        before_writing=mark_run(run.info.run_id),
         protocol=protocol(params.evaluate.model_dump(mode="json")),
     )
     return run.info.run_id

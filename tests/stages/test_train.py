@@ -19,7 +19,8 @@ from lead.core.outcomes import Outcome
 from lead.core.rewards import lead_rewards
 from lead.dag import output, resume_dir
 from lead.grading import GradeStats
-from lead.io.fingerprint import StaleOutputError, published_run, without_run_facts
+from lead.io.fingerprint import StaleOutputError, without_run_facts
+from lead.io.tracking import published_run
 from lead.stages import train
 from lead.training import trainer as seam
 from lead.training.checkpoints import last_complete_checkpoint
