@@ -75,7 +75,7 @@ from pydantic import WithJsonSchema
 
 from flows.commands import CommandError, dvc_executable, git, run, stage_env
 from flows.experiment import clean_stale, experiment_copy, push_experiment, save_experiment
-from flows.prefect_api import STOPPING, Override, check_then_start, completed, stopped
+from flows.prefect_api import STOPPING, Override, check_then_start, completed, state_name, stopped
 from flows.summary import OUTCOMES, StageRow, closing_line, markdown, results, stage_line
 from lead.config import Params, ParamsError, load_params
 from lead.dag import REGISTRY, STAGES, manifest_path, summary_file
@@ -208,7 +208,7 @@ def _stage_task(name: str) -> Task[..., Any]:
         except CommandError as exc:
             # Failed with the stage's own line, returned rather than raised: Prefect retries it the same way,
             # and logs no traceback of this task under the line the stage printed (the flow raises it again).
-            return Failed(name=f"Failed: {exc.reason}", message=f"{name}: {exc.reason}", data=exc)
+            return Failed(name=state_name("Failed", exc.reason), message=f"{name}: {exc.reason}", data=exc)
         outcome = verdict(name, said)
         params = load_params(Path(workspace) / "params.yaml")
         summary_path = Path(workspace) / summary_file(params, name)

@@ -60,7 +60,17 @@ def stopped(flow_name: str, exc: Exception) -> Any:
     reason = exc.reason if isinstance(exc, CommandError) else "; ".join(str(exc).splitlines())
     line = f"{flow_name} {flow_run.name}: failed: {reason}"
     logger().error("%s", line)
-    return Failed(name=f"Failed: {reason}", message=line, data=exc)
+    return Failed(name=state_name("Failed", reason), message=line, data=exc)
+
+
+def state_name(kind: str, text: str, most: int = 200) -> str:
+    """``<kind>: <text>``, the text cut at ``most`` characters: a final state's name, which the UI shows as a
+    badge and ``--watch`` prints last (the state's message keeps all of it).
+
+    >>> state_name("Failed", "x" * 300)[-3:], len(state_name("Failed", "x" * 300))
+    ('xx…', 208)
+    """
+    return f"{kind}: {text if len(text) <= most else text[: most - 1] + '…'}"
 
 
 def completed(line: str, results: str, data: Any) -> Any:
@@ -70,7 +80,7 @@ def completed(line: str, results: str, data: Any) -> Any:
     from prefect.states import Completed
 
     logger().info("%s", line)
-    return Completed(name=f"Done: {results}", message=line, data=data)
+    return Completed(name=state_name("Done", results), message=line, data=data)
 
 
 def start_local_api() -> None:

@@ -268,7 +268,7 @@ def test_a_stage_that_fails_ends_the_run_with_its_own_line_and_no_traceback(comm
     assert state.is_failed(), state
     reason = state.message.partition(": failed: ")[2]
     assert "calibrate" in reason and "min_pass_rate" in reason, state.message
-    assert state.name == f"Failed: {reason}" and "\n" not in state.name
+    assert f"Failed: {reason}".startswith(state.name.removesuffix("…")) and "\n" not in state.name
     logs = flow_logs(state, tasks=True)
     assert logs[-1] == state.message and not any("Traceback" in line for line in logs), logs
 
@@ -297,7 +297,7 @@ def test_bad_params_or_stage_names_stop_before_any_stage(workspace):
     )
     assert "train.num_generations = 3" in state.message
     # what `prefect deployment run --watch` ends with: "Flow run finished in state '<the state's name>'"
-    assert state.name == "Failed: " + state.message.partition(": failed: ")[2], state.name
+    assert ("Failed: " + state.message.partition(": failed: ")[2]).startswith(state.name.removesuffix("…"))
     logs = flow_logs(state)
     assert logs[-1] == state.message and not any("Traceback" in line for line in logs), logs
     with pytest.raises(ParamsError, match=r"train\.num_generations = 3"):

@@ -299,9 +299,10 @@ def test_a_reviewer_can_click_through_the_challengers_version_page(params: Param
     # itself, as an image of the page.
     words = " ".join(text.split())
     assert "Newly failed against v1:" in words and "Newly solved against v1:" in words, words[:3000]
-    assert page.cells[7:11] == ["proxy p1", "7", "6 (0/2)", "7 (2/2)"], page.cells
-    # (the UI's sanitizer keeps an image's src, not its alt)
-    assert any(f"evaluate%2F{ACCURACY_PLOT}" in (i.get("src") or "") for i in page.images), page.images
+    # (with the problem's statement, its * shown as written: the description escapes Markdown)
+    assert page.cells[7:11] == ["proxy p1: What is 6*p1?", "7", "6 (0/2)", "7 (2/2)"], page.cells
+    # both versions' curves, drawn by register (the UI's sanitizer keeps an image's src, not its alt)
+    assert any("review%2Faccuracy_vs_length.png" in (i.get("src") or "") for i in page.images), page.images
     assert "| proxy |" not in text and "**" not in text, text[:500]
     # @champion is text, not a link to github.com/champion (GitHub-flavored mentions); no link is "null".
     assert not [h for h, _ in page.links if h == "null" or "github.com/champion" in (h or "")]
