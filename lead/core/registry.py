@@ -270,7 +270,7 @@ def changed_problems(
     return failed[:most], solved[:most]
 
 
-_MARKDOWN = re.compile(r"([\\`*_\[\]<>~|#])")  # what Markdown would read as markup in a cell or a line
+_MARKDOWN = re.compile(r"([\\`*_\[\]<~|#])")  # what Markdown reads as markup (a lone > is text)
 
 
 def _clip(text: str, most: int = 280) -> str:
