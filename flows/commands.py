@@ -17,6 +17,7 @@ import collections
 import contextlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +26,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 SESSIONS = ".dvc/tmp/lead-pipeline/sessions"
+# DVC's advice after a command that changed dvc.lock (dvc/repo/scm_context.py, dvc/commands/repro.py), said once
+# per stage: a flow's run log leaves it out (the flow's summary says where the results are).
+DVC_GIT_ADVICE = re.compile(
+    r"(To track the changes with git, run:|git add .*|To enable auto staging, run:|dvc config core\.autostage true"
+    r"|Use `dvc push` to send your updates to remote storage\.)"
+)
 
 
 def dvc_executable() -> str:
@@ -112,8 +119,8 @@ def run(
     on_line: Callable[[str], None] | None = None,
 ) -> None:
     """Run ``cmd`` in ``cwd`` in a session of its own, recorded under ``cwd`` while it runs; each line it prints
-    goes to the run log (a training stage runs for hours) and to ``on_line``. A failure raises
-    :class:`CommandError` with the end of that output."""
+    goes to the run log (a training stage runs for hours; DVC's git advice left out) and to ``on_line``. A
+    failure raises :class:`CommandError` with the end of that output."""
     log = logger()
     log.info("%s", " ".join(cmd))
     tail: collections.deque[str] = collections.deque(maxlen=60)
@@ -135,7 +142,7 @@ def run(
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
-                if line.strip():
+                if line.strip() and not DVC_GIT_ADVICE.fullmatch(line.strip()):
                     log.info("%s", line.rstrip())
                     tail.append(line)
                     if on_line is not None:

@@ -6,6 +6,7 @@ with a hub sets ``HF_HUB_OFFLINE=0`` to download a real base model, and ``LEAD_V
 ``VLLM_LOGGING_LEVEL=INFO``) brings back vLLM's start-up log.
 """
 
+import logging
 import os
 
 OFFLINE_ENV = {
@@ -25,7 +26,21 @@ OFFLINE_ENV = {
 # per engine start, torch's C++ side a NUMA warning: errors only, unless LEAD_VERBOSE=1 (`lead -v` sets it) or
 # the variables are set.
 QUIET_ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "TORCH_CPP_LOG_LEVEL": "ERROR"}
-for _key, _value in {**OFFLINE_ENV, **({} if os.environ.get("LEAD_VERBOSE") == "1" else QUIET_ENV)}.items():
+VERBOSE_ENV = "LEAD_VERBOSE"  # `lead -v` sets it: engines' logs, libraries' bars, errors with their traceback
+
+
+def verbose() -> bool:
+    """Whether the user asked for everything (``LEAD_VERBOSE=1``, ``lead -v``), read when asked."""
+    return os.environ.get(VERBOSE_ENV) == "1"
+
+
+for _key, _value in {**OFFLINE_ENV, **({} if verbose() else QUIET_ENV)}.items():
     os.environ.setdefault(_key, _value)
+# vLLM checks Triton while it imports, before it configures its logger from VLLM_LOGGING_LEVEL: that warning
+# ("Triton is installed, but `triton.backends` could not be imported") reaches Python's last-resort handler
+# whatever the variable says, unless the logger already has the level.
+_level = logging.getLevelName(os.environ.get("VLLM_LOGGING_LEVEL", "INFO").upper())
+if isinstance(_level, int):  # (a name Python does not know is vLLM's to refuse)
+    logging.getLogger("vllm").setLevel(_level)
 
 __version__ = "0.1.0"

@@ -37,7 +37,7 @@ def main(
     if verbose:  # read when vLLM is imported, which no command has done yet
         import os
 
-        from lead.stages._common import VERBOSE_ENV
+        from lead import VERBOSE_ENV
 
         os.environ["VLLM_LOGGING_LEVEL"] = "INFO"
         os.environ[VERBOSE_ENV] = "1"  # and errors keep their traceback (here and in the stages it starts)
@@ -756,7 +756,8 @@ def run_app() -> None:
     """The ``lead`` command: the app, with the errors a user can fix (bad params; a stage that cannot go on, a bad
     source, a stale input, a full disk: :func:`lead.stages._common.user_error`) printed as one message and an exit
     status (2, 1) instead of a traceback (``lead -v``: with it)."""
-    from lead.stages._common import user_error, verbose
+    from lead import verbose
+    from lead.stages._common import user_error
 
     try:
         app()

@@ -168,6 +168,14 @@ CPU_ENGINE_ARGS: dict[str, bool | int] = {
 }
 
 
+def quiet_engine_args() -> dict[str, bool]:
+    """vLLM's own progress bar of loading the weights ("Loading safetensors checkpoint shards"), off unless
+    :func:`lead.verbose`: our bars show the progress, and the engine's would interleave with them."""
+    from lead import verbose
+
+    return {} if verbose() else {"use_tqdm_on_load": False}
+
+
 def vllm_dtype(dtype: str) -> str:
     """The dtype vLLM runs ``model.dtype`` in: float32 becomes bfloat16 (vLLM's fast path on CPUs and GPUs)."""
     return "bfloat16" if dtype == "float32" else dtype
@@ -222,6 +230,7 @@ class VLLMSampler:
                     dtype=dtype,
                     max_model_len=max_model_len,
                     **(CPU_ENGINE_ARGS if cpu else {}),
+                    **quiet_engine_args(),
                 )
         # An engine process (GPUs) left running makes the interpreter hang at exit (multiprocessing joins
         # it), so it is stopped at exit at the latest; atexit runs this before multiprocessing's exit hook.

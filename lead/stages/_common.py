@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from lead import verbose
 from lead.config import DEFAULT_PARAMS, ParamsError, load_params, params_data, recipe_overrides
 from lead.config.last_valid import changes, remember
 from lead.dag import STAGES, StageError
@@ -173,13 +174,6 @@ def say_what_it_did(name: str, result: Any) -> None:
 
     if name in STAGES and isinstance(result, dict):
         print(f"{name}: {headline(name, result)}", flush=True)
-
-
-VERBOSE_ENV = "LEAD_VERBOSE"  # `lead -v` sets it: errors a user can fix show their traceback too
-
-
-def verbose() -> bool:
-    return os.environ.get(VERBOSE_ENV) == "1"
 
 
 def user_error(exc: BaseException) -> str | None:

@@ -76,14 +76,17 @@ def live_weights() -> Iterator[None]:
 @contextlib.contextmanager
 def eager_engine() -> Iterator[None]:
     """While active, the vLLM engine TRL's colocated generation builds runs eager (``enforce_eager``, whatever TRL
-    passes): no torch.compile at its start. TRL's module name is restored on exit."""
-    from lead.io.sampling import CPU_ENGINE_ARGS
+    passes): no torch.compile at its start, and no loading bar (:func:`lead.io.sampling.quiet_engine_args`). TRL's
+    module name is restored on exit."""
+    from lead.io.sampling import CPU_ENGINE_ARGS, quiet_engine_args
 
     module = importlib.import_module(ENGINE_MODULE)
     engine = getattr(module, ENGINE)
 
     def build(*args: Any, **kwargs: Any) -> Any:
-        return engine(*args, **{**kwargs, "enforce_eager": CPU_ENGINE_ARGS["enforce_eager"]})
+        return engine(
+            *args, **{**kwargs, "enforce_eager": CPU_ENGINE_ARGS["enforce_eager"], **quiet_engine_args()}
+        )
 
     setattr(module, ENGINE, build)
     try:

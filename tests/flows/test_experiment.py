@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from flows.commands import SESSIONS, _stat, run, stop_orphans
+from flows.commands import SESSIONS, _stat, dvc_executable, run, stop_orphans
 from flows.experiment import experiment_copy, push_experiment, save_experiment, write_overrides
 from lead.config import load_params
 from tests.conftest import ROOT
@@ -311,3 +311,32 @@ def test_a_failed_command_says_why_in_one_line(tmp_path, printed, reason):
     with pytest.raises(CommandError) as failed:
         run([sys.executable, "-c", script], tmp_path)
     assert failed.value.reason == reason
+
+
+def test_a_commands_log_leaves_out_dvcs_git_advice_and_keeps_the_rest(tmp_path):
+    """`dvc repro` ends each stage that changed dvc.lock with "To track the changes with git, run: git add
+    dvc.lock" and the autostage hint: in a flow's run log that is nine times the same advice."""
+    import logging
+
+    git(tmp_path, "init", "-q")
+    dvc(tmp_path, "init", "-q")
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  hello:\n    cmd: echo hello from the stage > out.txt && cat out.txt\n    outs: [out.txt]\n"
+    )
+    logged: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
+    log = logging.getLogger("flows")  # what flows.commands.run logs to outside a Prefect run
+    log.addHandler(handler)
+    level, log.level = log.level, logging.INFO
+    try:
+        run([dvc_executable(), "repro"], tmp_path)
+    finally:
+        log.removeHandler(handler)
+        log.level = level
+    assert "hello from the stage" in logged and any("Running stage 'hello'" in line for line in logged), (
+        logged
+    )
+    assert not [line for line in logged if "git add" in line or "autostage" in line or "To track" in line], (
+        logged
+    )

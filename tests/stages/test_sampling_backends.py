@@ -44,9 +44,22 @@ def test_unknown_backend_is_a_clear_error(tiny_model):
         make_sampler(tiny_model[0], "onnx")
 
 
+def test_importing_vllm_after_lead_prints_nothing():
+    """vLLM warns about Triton while it imports, before its logger reads VLLM_LOGGING_LEVEL: every stage that
+    generates printed "Triton is installed, but `triton.backends` could not be imported" (lead -v keeps it)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("VLLM_LOGGING_LEVEL", "LEAD_VERBOSE")}
+    code = "import lead, vllm.triton_utils, vllm.model_executor"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout + done.stderr == ""
+
+
 @pytest.mark.slow
-def test_vllm_cpu_serves_the_tiny_model(tiny_model):
-    """The saved model loads in vLLM (head_dim >= 32, HF layout, our tokenizer) and samples."""
+def test_vllm_cpu_serves_the_tiny_model(tiny_model, capfd):
+    """The saved model loads in vLLM (head_dim >= 32, HF layout, our tokenizer) and samples, without its
+    weight-loading bar ("Loading safetensors checkpoint shards": ours show the progress)."""
     import torch
 
     path, problems = tiny_model
@@ -61,6 +74,8 @@ def test_vllm_cpu_serves_the_tiny_model(tiny_model):
         CPU_ENGINE_ARGS["max_num_seqs"],
         CPU_ENGINE_ARGS["max_num_batched_tokens"],
     )
+    printed = capfd.readouterr()
+    assert "Loading safetensors" not in printed.out + printed.err
     groups = sampler.sample(_messages(problems), SamplingSpec(n=4, max_new_tokens=16, seed=0))
     assert [len(g) for g in groups] == [4, 4, 4]
     assert all(1 <= c.num_tokens <= 16 and isinstance(c.text, str) for g in groups for c in g)
