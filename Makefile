@@ -92,7 +92,8 @@ PREFECT := PREFECT_API_URL=$(PREFECT_API_URL) PREFECT_SERVER_ANALYTICS_ENABLED=f
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/prefect
 
 prefect-server: $(STAMP)  ## a local Prefect server on 127.0.0.1:4200 (foreground; UI at http://127.0.0.1:4200)
-	$(PREFECT) server start --host 127.0.0.1 --port 4200
+	PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED=true PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED=true \
+		$(PREFECT) server start --host 127.0.0.1 --port 4200
 
 deploy: $(STAMP)  ## the process work pool `lead-local`, the deployments 'lead-pipeline/local' and 'lead-ablation/local'
 	$(PREFECT) work-pool create lead-local --type process --overwrite

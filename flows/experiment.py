@@ -139,8 +139,9 @@ def experiment_copy(workspace: Path, run_id: str, overrides: list[str]) -> Itera
         if not resume.is_absolute() and (workspace / resume).is_dir():  # an absolute one is shared as it is
             shutil.copytree(workspace / resume, copy / resume, symlinks=True)
         _share_cache(workspace, copy)
-        # Outputs the cache lacks (never computed here, or garbage-collected) are left to their stages.
-        run([dvc_executable(), "checkout", "--allow-missing"], copy)
+        # Outputs the cache lacks (never computed here, or garbage-collected) are left to their stages (quiet: a
+        # warning for each of them would be no news).
+        run([dvc_executable(), "checkout", "--allow-missing", "--quiet"], copy)
         write_overrides(copy / "params.yaml", overrides)
         wanted = load_params(workspace / "params.yaml", overrides).model_dump()
         if load_params(copy / "params.yaml").model_dump() != wanted:

@@ -9,7 +9,8 @@ with the nearest valid one.
 *One closing line*: a run that stops for a reason its user can fix — bad params (:class:`ParamsError`), a stage
 or command that failed (:class:`flows.commands.CommandError`), cells that failed (:class:`RunStopped`) — logs
 that reason as its last line and ends ``Failed`` with it as the state's message (:func:`stopped`), rather than
-raising through Prefect, which would log the traceback of every frame again; a bug still raises. A run that
+raising through Prefect, which would log the traceback of every frame again (a worker's engine logs the failed
+state's exception anyway: :func:`quiet_engine_failure` drops that one record); a bug still raises. A run that
 finishes logs its results as its last line (:func:`completed`). Either state is *named* after what the run came
 to (``Done: <results>``, ``Failed: <reason>``): ``prefect deployment run --watch`` ends with the final state's
 name (``Flow run finished in state '<name>'``), so that is the last line its user reads.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import logging
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -50,6 +52,26 @@ class RunStopped(RuntimeError):
 
 STOPPING = (ParamsError, CommandError, RunStopped)
 
+# What Prefect's engine logs, with the whole traceback, when a flow run started by a worker ends Failed
+# (prefect/flow_engine.py, run_flow: it raises the failed state's exception and logs it on the way out):
+# for a reason :func:`stopped` already said in one line, that traceback is dropped from the run's log.
+ENGINE_FAILURE = "Engine execution exited with unexpected exception"
+SAID = "_lead_said"  # set on an exception whose reason a run's last line already gives
+
+
+class _SaidOnce(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        said = record.exc_info is not None and getattr(record.exc_info[1], SAID, False)
+        return not (said and record.getMessage() == ENGINE_FAILURE)
+
+
+def quiet_engine_failure() -> None:
+    """Drop Prefect's engine traceback of a run :func:`stopped` ended (see :data:`ENGINE_FAILURE`), once per
+    process, on Prefect's flow-run logger (the run log a worker's run sends to the server)."""
+    log = logging.getLogger("prefect.flow_runs")
+    if not any(isinstance(f, _SaidOnce) for f in log.filters):
+        log.addFilter(_SaidOnce())
+
 
 def stopped(flow_name: str, exc: Exception) -> Any:
     """The ``Failed`` state a flow returns for ``exc`` (one of :data:`STOPPING`), after logging its reason as
@@ -60,6 +82,8 @@ def stopped(flow_name: str, exc: Exception) -> Any:
     reason = exc.reason if isinstance(exc, CommandError) else "; ".join(str(exc).splitlines())
     line = f"{flow_name} {flow_run.name}: failed: {reason}"
     logger().error("%s", line)
+    setattr(exc, SAID, True)
+    quiet_engine_failure()
     return Failed(name=state_name("Failed", reason), message=line, data=exc)
 
 

@@ -1,4 +1,4 @@
-"""What a flow run did, for people: one line per stage (the run log) and a markdown table (a Prefect artifact).
+"""What a flow run did, for people: one line per stage (the run log) and a markdown list (a Prefect artifact).
 
 Each stage's line comes from the summary JSON it wrote (:mod:`lead.io.summaries`) and from what
 ``dvc repro`` said it did with it (:data:`OUTCOMES`); links go to the MLflow UI when the tracking URI is one
@@ -83,10 +83,6 @@ class StageRow:
     manifest: str | None = None  # where its outputs are published (the earlier run is found by its content)
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", r"\|").replace("\n", " ")
-
-
 def markdown(
     *,
     flow_run: str,
@@ -132,14 +128,19 @@ def markdown(
         ),
         f"- **MLflow**: parent run {run_link(tracking_uri, *parent)} in `{tracking_uri}`",
         "",
-        "| stage | outcome | result | seconds | MLflow run |",
-        "|---|---|---|---:|---|",
+        "## Stages",
+        "",
     ]
+    # One bullet per stage, not a table: Prefect's UI renders a table's cells unwrapped (white-space: nowrap), so
+    # a long headline or run id pushed the table past a 1,400 px window; a list item wraps.
     for row in rows:
-        result = headline(row.stage, row.summary) if row.outcome not in ("failed", "not run") else "-"
-        run = "-"
+        line = f"- **{row.stage}**: {OUTCOMES[row.outcome]}"
+        if row.seconds is not None:
+            line += f" in {number(row.seconds, '.1f')} s"
+        if row.outcome not in ("failed", "not run"):
+            line += f": {' '.join(headline(row.stage, row.summary).split())}"
         if row.run:
-            run = run_link(tracking_uri, *row.run) + (" (an earlier run)" if row.earlier_run else "")
-        seconds = number(row.seconds, ".1f") if row.seconds is not None else "-"
-        lines.append(f"| {row.stage} | {OUTCOMES[row.outcome]} | {_cell(result)} | {seconds} | {run} |")
+            line += f"; MLflow run {run_link(tracking_uri, *row.run)}"
+            line += " (an earlier run)" if row.earlier_run else ""
+        lines.append(line)
     return "\n".join(lines) + "\n"

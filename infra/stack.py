@@ -484,6 +484,14 @@ def start_mlflow(cfg: dict, sec: dict[str, str]) -> int | None:
     return spawn(cfg, "mlflow", [*cmd, "--serve-artifacts", "--app-name", "basic-auth"], env)
 
 
+# The server streams each run's log to whoever watches it (`prefect deployment run --watch`): without these, a
+# watched run shows Prefect's state changes only, not the stages' lines (Prefect's defaults are off).
+LOG_STREAM_ENV = {
+    "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "true",
+    "PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED": "true",
+}
+
+
 def prefect_env(cfg: dict) -> dict[str, str]:
     home = cfg["state"] / "prefect-home"
     home.mkdir(parents=True, exist_ok=True)
@@ -496,6 +504,7 @@ def start_prefect(cfg: dict, sec: dict[str, str]) -> int | None:
         return None
     env = {
         **prefect_env(cfg),
+        **LOG_STREAM_ENV,
         "PREFECT_API_DATABASE_CONNECTION_URL": db_uri(cfg, sec, "prefect", "asyncpg"),
         "PREFECT_SERVER_API_AUTH_STRING": f"{ADMIN}:{sec['LEAD_STACK_PREFECT_PASSWORD']}",
         "PREFECT_API_AUTH_STRING": f"{ADMIN}:{sec['LEAD_STACK_PREFECT_PASSWORD']}",  # the UI's own calls

@@ -328,12 +328,13 @@ def test_a_commands_log_leaves_out_dvcs_git_advice_and_keeps_the_rest(tmp_path):
     handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
     log = logging.getLogger("flows")  # what flows.commands.run logs to outside a Prefect run
     log.addHandler(handler)
-    level, log.level = log.level, logging.INFO
+    # (a logging.config.dictConfig of an earlier test, Prefect's, may have disabled it)
+    level, log.level, disabled, log.disabled = log.level, logging.INFO, log.disabled, False
     try:
         run([dvc_executable(), "repro"], tmp_path)
     finally:
         log.removeHandler(handler)
-        log.level = level
+        log.level, log.disabled = level, disabled
     assert "hello from the stage" in logged and any("Running stage 'hello'" in line for line in logged), (
         logged
     )

@@ -159,8 +159,8 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
 
     summary = latest_summary()
     assert f"`dvc exp apply {experiment['name']}`" in summary
-    assert "| curate | skipped (up to date) | 60 train" in summary
-    assert "| evaluate | ran | " in summary
+    assert "- **curate**: skipped (up to date) in " in summary and "s: 60 train" in summary
+    assert "- **evaluate**: ran in " in summary
     assert f"proxy Pass@1 {result['stages']['evaluate']['proxy.pass_at_1']:.3f}, Len" in summary
     assert f"`{evaluate.info.run_id}`" in summary  # the stage's MLflow run (an sqlite store: by its id)
     assert all(f"| {stage} | " in summary for stage in STAGES)
@@ -228,7 +228,7 @@ def test_a_killed_run_leaves_the_workspace_as_it_was_and_the_next_run_cleans_up(
         assert_as_it_was(ws, params)
         summary = latest_summary()
         assert "the workspace itself (no overrides)" in summary
-        assert all(f"| {stage} | skipped (up to date) | " in summary for stage in STAGES)
+        assert all(f"- **{stage}**: skipped (up to date) in " in summary for stage in STAGES)
     finally:
         stop_orphans(copy)  # a failed check must not leave 1000 steps training on the machine
 

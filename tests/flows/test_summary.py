@@ -98,11 +98,15 @@ def test_the_markdown_has_a_row_per_stage_with_its_outcome_result_and_run():
     assert (
         "[lead-e2e version 3](http://mlflow:5000/#/models/lead-e2e/versions/3) (challenger, champion)" in text
     )
-    assert "| curate | skipped (up to date) | 60 train, 6 test problems; 3 removed | 0.7 | - |" in text
-    assert "| train | skipped (up to date) | 2 steps, last reward n/a | 0.7 | [81a8](" in text
-    assert "(an earlier run) |" in text
-    assert r"x\|y Pass@1 1.000" in text  # a "|" in a cell does not split the table
-    assert text.count("\n| ") == 1 + len(rows)  # the header and one row per stage
+    assert "\n- **curate**: skipped (up to date) in 0.7 s: 60 train, 6 test problems; 3 removed\n" in text
+    assert (
+        "\n- **train**: skipped (up to date) in 0.7 s: 2 steps, last reward n/a; MLflow run [81a8](" in text
+    )
+    assert "(an earlier run)\n" in text
+    assert "x|y Pass@1 1.000" in text  # (a list item: a "|" is text)
+    # One bullet per stage, no table: Prefect's UI does not wrap a table's cells (1,400 px overflowed).
+    stages = text.split("## Stages\n", 1)[1]
+    assert stages.count("\n- **") == len(rows) and "\n|" not in text
 
 
 def test_a_run_that_stopped_early_says_which_stage_failed_and_that_no_experiment_was_saved():
@@ -120,7 +124,7 @@ def test_a_run_that_stopped_early_says_which_stage_failed_and_that_no_experiment
         rows=rows,
     )
     assert "the run stopped before its DVC experiment was saved" in text
-    assert "| warmstart | failed | - | - | - |" in text and "| calibrate | not run | - | - | - |" in text
+    assert "\n- **warmstart**: failed\n" in text and "\n- **calibrate**: not run\n" in text
     assert "**Registered**: no version" in text and "parent run `53a9`" in text
     workspace_run = markdown(
         flow_run="red-fox",
@@ -150,3 +154,34 @@ def test_what_became_of_a_stage_is_read_from_dvc_repros_own_words():
     ]
     assert verdict("train", said) == "ran"
     assert verdict("train_stage2", ["Stage 'train' didn't change, skipping"]) == "ran"
+
+
+def test_prefects_engine_traceback_of_a_run_that_said_why_it_stopped_is_left_out_of_the_run_log():
+    """A worker's engine logs a failed flow's exception with its traceback (ENGINE_FAILURE, prefect/flow_engine.py)
+    after the run's own one line (flows.prefect_api.stopped): that record is dropped; any other error stays."""
+    import inspect
+    import logging
+
+    import prefect.flow_engine
+
+    from flows.prefect_api import ENGINE_FAILURE, SAID, quiet_engine_failure
+
+    assert f'"{ENGINE_FAILURE}", exc_info=True' in inspect.getsource(prefect.flow_engine.run_flow)
+    quiet_engine_failure()
+    quiet_engine_failure()  # once per process
+    log = logging.getLogger("prefect.flow_runs")
+    heard: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: heard.append(record.getMessage())  # type: ignore[method-assign]
+    log.addHandler(handler)
+    disabled, log.disabled = log.disabled, False
+    try:
+        said, bug = RuntimeError("unknown key 'train.max_stepz'"), ZeroDivisionError("a bug")
+        setattr(said, SAID, True)
+        for exc in (said, bug):
+            log.error(ENGINE_FAILURE, exc_info=(type(exc), exc, None))
+        log.error("another error", exc_info=(type(said), said, None))
+    finally:
+        log.removeHandler(handler)
+        log.disabled = disabled
+    assert heard == [ENGINE_FAILURE, "another error"]  # the bug's traceback stays; so does any other record

@@ -135,20 +135,21 @@ def pipeline(stack, workspace):
         "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
         "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     }
-    out = prefect(
-        env,
-        workspace,
-        "deployment",
-        "run",
-        "lead-pipeline/local",
-        "--param",
-        f"overrides={json.dumps(OVERRIDES)}",
-        "--param",
-        "push=true",
-        "--job-variable",
-        f"env={json.dumps(chaos)}",
+    # Watched, as a user runs it: the transcript's last line is what the run came to.
+    transcript = state / "watched.txt"
+    watching = subprocess.Popen(
+        [
+            *(str(BIN / "prefect"), "deployment", "run", "lead-pipeline/local"),
+            *("--param", f"overrides={json.dumps(OVERRIDES)}", "--param", "push=true"),
+            *("--job-variable", f"env={json.dumps(chaos)}", "--watch", "--watch-timeout", "2400"),
+        ],
+        cwd=workspace,
+        env={**env, "COLUMNS": "400"},  # Prefect's console would wrap the last line at 80
+        stdout=transcript.open("w"),
+        stderr=subprocess.STDOUT,
     )
-    run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", out).group(1)
+    uuid = re.compile(r"UUID:\s*([0-9a-f-]{36})")
+    run_id = wait_for("the flow run's id", lambda: uuid.search(transcript.read_text()), timeout=120).group(1)
 
     def killed():
         run = flow_run(stack, run_id)
@@ -176,6 +177,7 @@ def pipeline(stack, workspace):
         return run if run["state_type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
 
     final = wait_for("the flow run", ended, timeout=900, every=3)
+    watching.wait(timeout=120)
     states = prefect_api(stack, f"task_run_states/?task_run_id={failed['id']}")
     logs = prefect_api(
         stack, "logs/filter", {"logs": {"task_run_id": {"any_": [failed["id"]]}}, "sort": "TIMESTAMP_ASC"}
@@ -190,6 +192,7 @@ def pipeline(stack, workspace):
         "restarted": restarted.stdout,
         "seconds": time.monotonic() - started,
         "killed": mark.read_text().split(),
+        "watched": (watching.returncode, transcript.read_text()),
     }
 
 
@@ -238,10 +241,31 @@ def test_a_mistyped_override_ends_the_watched_run_with_the_key_and_the_nearest_o
 
     typo = run([*command, 'overrides=["train.max_stepz=3"]', "--watch", "--watch-timeout", "300"])
     said = typo.stdout + typo.stderr
+    print(said)  # the transcript a user sees (pytest -rP shows it)
     last = " ".join(said[said.rindex("Flow run finished in state") :].split())  # (the console wraps it)
     assert typo.returncode == 1, said
     assert "unknown key 'train.max_stepz' (did you mean 'train.max_steps'?)" in last, said
     assert "Traceback" not in said, said
+
+
+def test_the_watched_run_shows_each_stage_and_ends_with_what_it_came_to(pipeline):
+    """`prefect deployment run --watch` streams the run's log (a line per stage, no library noise) and ends with
+    the run's results (the state's name), not only "Completed"."""
+    code, said = pipeline["watched"]
+    print(said)  # the transcript a user sees (pytest -rP shows it)
+    assert code == 0, said
+    assert "train: ran — " in said and "evaluate: ran — " in said, said
+    for noise in (
+        "Triton",
+        "Loading safetensors",
+        "git add",
+        "autostage",
+        "Traceback (most recent call last)",
+    ):
+        assert noise not in said, (noise, said)
+    last = " ".join(said[said.rindex("Flow run finished") :].split())  # (the console wraps it)
+    assert last.startswith("Flow run finished successfully in 'Done: evaluate: "), last
+    assert "proxy Pass@1 " in last and "; register: " in last, last
 
 
 def test_the_run_ends_with_its_results_and_where_they_are(pipeline, stack):
