@@ -132,9 +132,9 @@ def _trainer(params: Params, start: str, rows, dev, ckpt: Path, stage: str, lead
     from transformers import AutoTokenizer, PrinterCallback
 
     from lead.io.sampling import context_window
+    from lead.patches.trl_without_vllm import match_trl_to
     from lead.training.callbacks import CompletionsTable, RichProgressCallback
     from lead.training.checkpoints import SealCheckpoints
-    from lead.training.lazy_vllm import match_trl_to
 
     remote = params.train.trust_remote_code
     args = grpo_config(params, ckpt, context=context_window(start, trust_remote_code=remote))
