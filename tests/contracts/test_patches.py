@@ -13,6 +13,19 @@ import pytest
 
 import lead.patches
 
+# Libraries whose module attributes a patch might assign (``torch.set_num_threads = ...``).
+LIBRARIES = {
+    "torch",
+    "trl",
+    "vllm",
+    "transformers",
+    "mlflow",
+    "prefect",
+    "dvc",
+    "datasets",
+    "accelerate",
+    "peft",
+}
 PATCHES = sorted(m.name for m in pkgutil.iter_modules(lead.patches.__path__))
 
 
@@ -41,6 +54,11 @@ def test_patches_of_third_party_internals_live_in_lead_patches_only():
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}")
             if isinstance(node, ast.Attribute) and node.attr in ("_logs", "_metrics"):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}")
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Attribute) and ast.unparse(t).split(".")[0] in LIBRARIES
+                for t in node.targets
+            ):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node.targets[0])} = ...")
     assert not found, found
 
 
