@@ -85,7 +85,7 @@ def train_phase(
     state.wait_for_everyone()
     resume = last_complete_checkpoint(ckpt) if previous else None
     tracked = (
-        stage_run(params, stage, log_sections=("train",), run_id=previous.get("run_id"))
+        stage_run(params.tracking, stage, logged=params.sections("train"), run_id=previous.get("run_id"))
         if main
         else contextlib.nullcontext()
     )
