@@ -62,10 +62,10 @@ def measure(
         params.paths.curated, params.paths.reports = tmp / "curated", tmp / "reports"
         params.tracking.uri = f"sqlite:///{tmp / 'mlflow.db'}"
         params.curate.proxy.train_problems = n + added
-        pool = pd.DataFrame(proxy_records(proxy_problems(params, "train")))
+        pool = pd.DataFrame(proxy_records(proxy_problems(params.curate, "train")))
         params.paths.curated.mkdir(parents=True)
         # Create the store outside the timings: both runs then pay the same MLflow cost.
-        use_experiment(params)
+        use_experiment(params.tracking)
         overrides = {
             "paths.models": models,
             "paths.curated": params.paths.curated,

@@ -40,7 +40,7 @@ def _worker(backend: str) -> dict[str, float]:
 
     params = load_params(ROOT / "params.yaml")
     params.paths.curated = ROOT / params.paths.curated
-    problems = load_benchmark("proxy", params, PROBLEMS)
+    problems = load_benchmark("proxy", params.paths, PROBLEMS)
     started = time.perf_counter()
     sampler = make_sampler(MODEL, backend)
     load_s = time.perf_counter() - started

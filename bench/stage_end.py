@@ -1,5 +1,5 @@
 """Benchmark: how a stage process ends, with and without the interpreter's teardown of every module
-(``lead.stages._common.as_process``).
+(``lead.stages._common.as_process``, ``lead.patches.interpreter_exit``).
 
 A stage process imports torch, transformers, TRL and MLflow; at a normal exit the interpreter then frees their
 modules one by one. ``as_process`` does what a normal exit does that anything depends on (threads joined,

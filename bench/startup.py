@@ -1,8 +1,8 @@
-"""Benchmark: a training process's imports, with and without vLLM behind TRL (lead/training/lazy_vllm.py).
+"""Benchmark: a training process's imports, with and without vLLM behind TRL (lead/patches/trl_without_vllm.py).
 
 TRL imports vLLM whenever it is installed; a trainer that does not generate with it (``train.use_vllm: false``,
 the embedded default) has no use for it. Each round starts two fresh interpreters, one importing TRL's
-GRPOTrainer as TRL does and one after :func:`lead.training.lazy_vllm.match_trl_to` (False), in alternating order
+GRPOTrainer as TRL does and one after :func:`lead.patches.trl_without_vllm.match_trl_to` (False), in alternating order
 so that a change in machine load hits both alike; the headline is the ratio of the median wall times.
 
 Run: ``python -m bench startup`` (about a minute on 2 cores).
@@ -19,7 +19,9 @@ from bench import Result, alternating, table
 
 ROUNDS = 4
 PLAIN = "from trl import GRPOTrainer"
-LAZY = "from lead.training.lazy_vllm import match_trl_to; match_trl_to(False); from trl import GRPOTrainer"
+LAZY = (
+    "from lead.patches.trl_without_vllm import match_trl_to; match_trl_to(False); from trl import GRPOTrainer"
+)
 CHECK = "; import sys; assert ('vllm' in sys.modules) == {}"
 
 

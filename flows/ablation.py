@@ -352,7 +352,7 @@ def _ablation(
             if (
                 name
             ):  # the report (uncached, git-ignored) in the experiment's commit: `dvc exp apply` brings it
-                report = [str(ablation_output(params, k)) for k in ABLATION["report"].outputs]
+                report = [str(ablation_output(params.paths, k)) for k in ABLATION["report"].outputs]
                 rev = save_task(str(run_dir), name, [PIPELINE], [str(run_dir / p) for p in report])
                 experiment = {
                     "name": name,

@@ -149,8 +149,8 @@ def flow_place(
     # chdir: the tracking URI's default (an sqlite file) is found from the workspace
     with workspace_lock(root), contextlib.chdir(root):
         clean_stale(root)
-        uri = tracking_uri(params)
-        use_experiment(params)
+        uri = tracking_uri(params.tracking)
+        use_experiment(params.tracking)
         name = f"{flow_run.name}-{str(flow_run.id)[:8]}" if overrides else None
         copy = (
             experiment_copy(root, str(flow_run.id), overrides) if overrides else contextlib.nullcontext(root)
@@ -211,14 +211,14 @@ def _stage_task(name: str) -> Task[..., Any]:
             return Failed(name=state_name("Failed", exc.reason), message=f"{name}: {exc.reason}", data=exc)
         outcome = verdict(name, said)
         params = load_params(Path(workspace) / "params.yaml")
-        summary_path = Path(workspace) / summary_file(params, name)
+        summary_path = Path(workspace) / summary_file(params.paths, name)
         summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
         get_run_logger().info("%s", stage_line(name, outcome, summary))
         done = {
             "outcome": outcome,
             "summary": summary,
             "seconds": round(time.perf_counter() - started, 1),
-            "manifest": str(Path(workspace) / manifest_path(params, name))
+            "manifest": str(Path(workspace) / manifest_path(params.paths, name))
             if "manifest" in REGISTRY[name].outputs  # (the params check publishes none)
             else None,
         }

@@ -102,8 +102,8 @@ def _target(
     return Target(
         stage=stage,
         model=model,
-        cache=resume_dir(params, stage) / CACHE_NAME,
-        files={name: output(params, stage, name) for name in REGISTRY[stage].outputs},
+        cache=resume_dir(params.paths, stage) / CACHE_NAME,
+        files={name: output(params.paths, stage, name) for name in REGISTRY[stage].outputs},
         low=low,
         high=high,
         inclusive=inclusive,
@@ -124,7 +124,7 @@ def stage2_target(params: Params) -> Target:
     (:func:`lead.core.difficulty.stage2_band`)."""
     band = difficulty.stage2_band(params.train.stage2.max_pass_rate)
     return _target(
-        params, "calibrate_stage2", published_model(params, "train")[0], band, stage2_judge_keys(params)
+        params, "calibrate_stage2", published_model(params.paths, "train")[0], band, stage2_judge_keys(params)
     )
 
 
@@ -193,7 +193,7 @@ def _read_pool(params: Params):
     path = params.paths.curated / "train.parquet"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no curated training pool (run `lead curate` first)")
-    verify(manifest_path(params, "curate"), "curate", [path])
+    verify(manifest_path(params.paths, "curate"), "curate", [path])
     pool = pd.read_parquet(path)
     missing = {"id", "problem", "answer"} - set(pool.columns)
     if missing:
@@ -251,7 +251,7 @@ def _sample_chunks(params, sampler, todo, settings_hash, cache, header, target):
             messages = [sampling.user_message(problem, params.model.prompt_suffix) for _, problem, _ in chunk]
             # One seed for every chunk: the samplers seed each prompt by its text (sampling.prompt_seed), so a
             # problem draws the same samples whatever chunk it lands in (a resumed or resampled one included).
-            spec = calibration_cache.sampling_spec(params, target.max_new_tokens)
+            spec = calibration_cache.sampling_spec(params.calibrate, target.max_new_tokens)
             groups = sampler.sample(messages, spec, progress=advance)
             if len(groups) != len(chunk) or any(len(g) != cfg.samples for g in groups):
                 raise RuntimeError(
@@ -311,7 +311,9 @@ def pool_records(
     model = target.model
     backend = resolve_backend(cfg.backend, server)
     fingerprint = model_fingerprint(model)
-    values = calibration_cache.settings(params, fingerprint, backend, target.rules, target.max_new_tokens)
+    values = calibration_cache.settings(
+        params.calibrate, params.model, fingerprint, backend, target.rules, target.max_new_tokens
+    )
     key = calibration_cache.settings_key(values)
     cache = calibration_cache.CalibrationCache(target.cache)
     header = [] if key in cache.described else [{"kind": "settings", "settings": key, "values": values}]
@@ -372,7 +374,7 @@ def calibrate_pool(
     cfg = params.calibrate
     target = target or stage1_target(params)
     server = cfg.server if target.stage == "calibrate" else None
-    manifest = manifest_path(params, target.stage)
+    manifest = manifest_path(params.paths, target.stage)
     cal = pool_records(params, target, server=server)
     records = cal.records
     out = cal.pool.copy()
@@ -431,9 +433,15 @@ def calibrate_pool(
         from lead.io.summaries import empty_pool_message
 
         band = (target.low, target.high, target.inclusive)
-        why = empty_pool_message([r.correct for r in records], cfg.samples, params, band)
+        why = empty_pool_message(
+            [r.correct for r in records],
+            cfg.samples,
+            band,
+            reports=params.paths.reports,
+            base=None if params.warmstart.enabled else params.model.base,
+        )
         raise StageError(f"{why} (histogram: {files['histogram']})")
-    outputs = published_outputs(params, target.stage)
+    outputs = published_outputs(params.paths, target.stage)
     publish(manifest, target.stage, outputs, model=cal.fingerprint, settings=cal.settings)
     return summary
 
@@ -542,7 +550,7 @@ def calibrate(params: Params, target: Target, **extra: Any) -> dict[str, Any]:
     summary logged to it."""
     from lead.io.tracking import stage_run
 
-    with stage_run(params, target.stage, log_sections=("calibrate",)):
+    with stage_run(params.tracking, target.stage, logged=params.sections("calibrate")):
         summary = calibrate_pool(params, target, extra=extra)
         log_to_mlflow(summary, target)
     return summary

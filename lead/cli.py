@@ -251,7 +251,7 @@ def warmstart(
     if summary["enabled"]:
         console.print(
             f"warm start: {summary['steps']} steps in {summary['seconds']} s, final loss {summary['final_loss']:.3f}"
-            f" → {output(cfg, 'warmstart', 'model')}"
+            f" → {output(cfg.paths, 'warmstart', 'model')}"
         )
     else:
         console.print(f"warm start disabled: later stages start from {summary['model']}")
@@ -331,7 +331,7 @@ def train(path: ParamsOpt = DEFAULT_PARAMS, overrides: SetOpt = None, recipe: Re
     resumed = f" (resumed from {summary['resumed_from']})" if summary["resumed_from"] else ""
     console.print(
         f"train: {summary['steps']} steps{resumed} in {summary['seconds']} s, reward {summary['first_reward']}"
-        f" → {summary['last_reward']}; MLflow run {summary['mlflow_run_id']} → {output(cfg, 'train', 'model')}"
+        f" → {summary['last_reward']}; MLflow run {summary['mlflow_run_id']} → {output(cfg.paths, 'train', 'model')}"
     )
 
 
@@ -367,7 +367,7 @@ def train_stage2(
         return
     console.print(
         f"train_stage2: {s['steps']} steps on {s['problems']} problems in {s['seconds']} s; MLflow run "
-        f"{s['mlflow_run_id']} → {output(cfg, 'train_stage2', 'model')}"
+        f"{s['mlflow_run_id']} → {output(cfg.paths, 'train_stage2', 'model')}"
     )
 
 
@@ -414,7 +414,7 @@ def evaluate(
     n = cfg.evaluate.samples
     title = f"{cfg.evaluate.model}: {n} samples/problem, T={cfg.evaluate.temperature}"
     console.print(_scores_table(title, metrics, cfg.evaluate.benchmarks, n))
-    console.print(f"records, metrics.json and plots → {output_dir(cfg)}")
+    console.print(f"records, metrics.json and plots → {output_dir(cfg.paths)}")
 
 
 def _replay(source: Path, out: Path) -> None:
@@ -571,7 +571,7 @@ def ablation_(
     done = subprocess.run(command, cwd=DEFAULT_PARAMS.parent)
     if done.returncode:
         raise typer.Exit(done.returncode)
-    result_file = ablation_output(params, "result")
+    result_file = ablation_output(params.paths, "result")
     result = json.loads(result_file.read_text())
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -734,7 +734,7 @@ def results(path: ParamsOpt = DEFAULT_PARAMS) -> None:
 
     cfg = _params(path, [])
     for stage in STAGES:
-        file = summary_file(cfg, stage)
+        file = summary_file(cfg.paths, stage)
         summary = json.loads(file.read_text()) if file.exists() else {}
         console.print(
             f"[bold]{stage}[/]: {escape(headline(stage, summary))}", highlight=False, soft_wrap=True
@@ -746,7 +746,7 @@ def results(path: ParamsOpt = DEFAULT_PARAMS) -> None:
         f"  completions     {evaluated / 'samples.parquet'}  (every sample, its answer and verdict)\n"
         f"  plots           {evaluated / 'accuracy_vs_length.png'}, {evaluated / 'budget_curve.png'}\n"
         f"  model           {cfg.paths.models / cfg.evaluate.model}\n"
-        f"  runs, registry  .venv/bin/mlflow ui --backend-store-uri {tracking_uri(cfg)}",
+        f"  runs, registry  .venv/bin/mlflow ui --backend-store-uri {tracking_uri(cfg.tracking)}",
         highlight=False,
         soft_wrap=True,
     )

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lead.config import Params
+from lead.config.common import PathParams
 
 
 class StageError(RuntimeError):
@@ -119,13 +119,13 @@ STAGES = tuple(REGISTRY)
 _PATHS = re.compile(r"\$\{paths\.(\w+)\}")
 
 
-def _resolve(params: Params, template: str) -> Path:
-    return Path(_PATHS.sub(lambda m: str(getattr(params.paths, m.group(1))), template))
+def _resolve(paths: PathParams, template: str) -> Path:
+    return Path(_PATHS.sub(lambda m: str(getattr(paths, m.group(1))), template))
 
 
-def output(params: Params, stage: str, name: str) -> Path:
-    """The output ``name`` of ``stage`` under ``params.paths``."""
-    return _resolve(params, REGISTRY[stage].outputs[name])
+def output(paths: PathParams, stage: str, name: str) -> Path:
+    """The output ``name`` of ``stage`` under ``paths`` (params' ``paths`` section)."""
+    return _resolve(paths, REGISTRY[stage].outputs[name])
 
 
 def output_name(stage: str, name: str) -> str:
@@ -133,21 +133,21 @@ def output_name(stage: str, name: str) -> str:
     return Path(REGISTRY[stage].outputs[name]).name
 
 
-def manifest_path(params: Params, stage: str) -> Path:
+def manifest_path(paths: PathParams, stage: str) -> Path:
     """Where ``stage`` publishes the manifest of its outputs (:func:`lead.io.fingerprint.publish`), beside them."""
     if "manifest" not in REGISTRY[stage].outputs:
         raise ValueError(f"stage {stage!r} publishes no manifest")
-    return output(params, stage, "manifest")
+    return output(paths, stage, "manifest")
 
 
-def published_outputs(params: Params, stage: str) -> list[Path]:
+def published_outputs(paths: PathParams, stage: str) -> list[Path]:
     """The outputs ``stage`` publishes as one generation: every output but the manifest that names them."""
-    return [output(params, stage, name) for name in REGISTRY[stage].outputs if name != "manifest"]
+    return [output(paths, stage, name) for name in REGISTRY[stage].outputs if name != "manifest"]
 
 
-def summary_file(params: Params, stage: str) -> Path:
+def summary_file(paths: PathParams, stage: str) -> Path:
     """The JSON ``stage`` writes about its run (a DVC metrics file or output)."""
-    return output(params, stage, REGISTRY[stage].summary)
+    return output(paths, stage, REGISTRY[stage].summary)
 
 
 # The ablation's pipeline (ablation/dvc.yaml), stage by stage as it declares its outputs: a baseline per seed (the
@@ -181,45 +181,45 @@ ABLATION: dict[str, Stage] = {
 CELL_RESULT = "result.json"
 
 
-def ablation_output(params: Params, name: str) -> Path:
-    """The output ``name`` of the ablation's report stage under ``params.paths``."""
-    return _resolve(params, ABLATION["report"].outputs[name])
+def ablation_output(paths: PathParams, name: str) -> Path:
+    """The output ``name`` of the ablation's report stage under ``paths``."""
+    return _resolve(paths, ABLATION["report"].outputs[name])
 
 
-def cell_output(params: Params, variant: str | None, seed: int, name: str = "reports") -> Path:
+def cell_output(paths: PathParams, variant: str | None, seed: int, name: str = "reports") -> Path:
     """The output ``name`` (``reports`` or, for a variant, ``model``) of the ablation cell of ``variant`` with
     ``seed``; ``variant`` None is the seed's baseline, the warm start evaluated."""
     stage = ABLATION["baseline" if variant is None else "cell"]
     template = stage.outputs[name].replace("${item.seed}", str(seed))
-    return _resolve(params, template.replace("${item.variant}", variant or ""))
+    return _resolve(paths, template.replace("${item.variant}", variant or ""))
 
 
-def cell_result_dir(params: Params, variant: str | None, seed: int) -> Path:
+def cell_result_dir(paths: PathParams, variant: str | None, seed: int) -> Path:
     """The folder of the ablation cell of ``variant`` (None: the warm start itself) with ``seed``."""
-    return cell_output(params, variant, seed, "reports")
+    return cell_output(paths, variant, seed, "reports")
 
 
-def cell_resume_dir(params: Params, variant: str, seed: int) -> Path:
+def cell_resume_dir(paths: PathParams, variant: str, seed: int) -> Path:
     """The resume state (training checkpoints) of the ablation cell of ``variant`` with ``seed``."""
-    return resume_dir(params, f"ablation/{cell_output(params, variant, seed, 'model').name}")
+    return resume_dir(paths, f"ablation/{cell_output(paths, variant, seed, 'model').name}")
 
 
-def resume_dir(params: Params, name: str) -> Path:
+def resume_dir(paths: PathParams, name: str) -> Path:
     """``<paths.resume>/<name>``: the resume state of the stage (or ablation cell) ``name`` — its calibration
     cache, its training checkpoints — which it reads back itself and keys by content (a training run's identity,
     a calibration's settings). Deliberately not a DVC output: DVC neither caches nor pushes it, so a fresh clone
     that pulled every output has nothing missing and reruns nothing; a run that finds it resumes or reuses, one
     that does not recomputes."""
-    return params.paths.resume / name
+    return paths.resume / name
 
 
-def published_model(params: Params, stage: str) -> tuple[Path, str]:
+def published_model(paths: PathParams, stage: str) -> tuple[Path, str]:
     """``(<paths.models>/<stage>, its fingerprint)``, refused (:class:`lead.io.fingerprint.StaleOutputError`) unless
     it is the very model ``stage`` published last (its manifest names it by content)."""
     from lead.io.fingerprint import StaleOutputError, model_fingerprint, verify
 
-    model = output(params, stage, "model")
-    published = verify(manifest_path(params, stage), stage)
+    model = output(paths, stage, "model")
+    published = verify(manifest_path(paths, stage), stage)
     fingerprint = model_fingerprint(model) if model.is_dir() else None
     if not published.get("model") or fingerprint != published["model"]:
         raise StaleOutputError(

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lead.config import Params
+from lead.config import EvaluateParams, ModelParams, PathParams, TrackingParams
 from lead.dag import REGISTRY, manifest_path, output_name, published_model
 from lead.io.files import atomic_path, write_json
 from lead.io.fingerprint import model_fingerprint, publish, verify
@@ -68,18 +68,17 @@ PIPELINE_MODELS = ("warmstart", "train", "train_stage2")  # evaluate.model names
 GRADER_STATS = ("fast_path", "verified", "no_answer", "unparseable", "timeouts")
 
 
-def output_dir(params: Params) -> Path:
-    """The folder of evaluate's outputs (beside its manifest)."""
-    return manifest_path(params, "evaluate").parent
+def output_dir(paths: PathParams) -> Path:
+    """The folder of evaluate's outputs (beside its manifest) under params' ``paths``."""
+    return manifest_path(paths, "evaluate").parent
 
 
-def model_path(params: Params) -> str:
-    """The model to evaluate: ``<paths.models>/<evaluate.model>``, or ``evaluate.model`` itself when it
-    contains ``/`` or names an existing path (a local folder or a hub id)."""
-    name = params.evaluate.model
+def model_path(name: str, models: Path) -> str:
+    """The model to evaluate, ``evaluate.model`` = ``name``: ``<models>/<name>`` (``models`` = ``paths.models``),
+    or ``name`` itself when it contains ``/`` or names an existing path (a local folder or a hub id)."""
     if "/" in name or Path(name).exists():
         return name
-    path = Path(params.paths.models) / name
+    path = Path(models) / name
     if not path.exists():
         raise FileNotFoundError(
             f"evaluate.model = {name!r}: {path} does not exist (run `lead {name}` first?)"
@@ -87,11 +86,10 @@ def model_path(params: Params) -> str:
     return str(path)
 
 
-def sampling_spec(params: Params):
-    """The :class:`lead.io.sampling.SamplingSpec` of ``params.evaluate``."""
+def sampling_spec(ev: EvaluateParams):
+    """The :class:`lead.io.sampling.SamplingSpec` of params' ``evaluate`` section."""
     from lead.io.sampling import SamplingSpec
 
-    ev = params.evaluate
     return SamplingSpec(
         n=ev.samples,
         temperature=ev.temperature,
@@ -113,14 +111,15 @@ class _Prepared:
 
 
 def _prepare(
-    params: Params, suites: dict[str, list[Any]], tokenizer, context: int | None
+    suites: dict[str, list[Any]], prompt_suffix: str, budget: int, tokenizer, context: int | None
 ) -> dict[str, _Prepared]:
+    """Each benchmark's user messages (the problem and ``prompt_suffix``), and whether each prompt leaves room
+    for ``budget`` new tokens in the ``context`` window."""
     from lead.io.sampling import render_prompt, user_message
 
-    budget = params.evaluate.max_new_tokens
     out = {}
     for name, problems in suites.items():
-        messages = [user_message(p.problem, params.model.prompt_suffix) for p in problems]
+        messages = [user_message(p.problem, prompt_suffix) for p in problems]
         prompts = [render_prompt(tokenizer, m) for m in messages]
         # Counted with special tokens: the larger of the counts with and without them (a safe bound).
         lengths = [len(ids) for ids in tokenizer(prompts)["input_ids"]] if prompts else []
@@ -302,14 +301,15 @@ class _Scores:
     sweeps: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
 
 
-def _sample_and_score(params: Params, prepared: dict[str, _Prepared], sampler, spec, backend: str) -> _Scores:
+def _sample_and_score(
+    ev: EvaluateParams, prepared: dict[str, _Prepared], sampler, spec, backend: str
+) -> _Scores:
     """Sample every benchmark ``evaluate.repeats`` times (seeds seed, seed+1, ...) and score each repeat; the
     metrics are each score's mean and spread over the repeats (:func:`lead.core.evaluation.seed_summary`)."""
     from lead.core.evaluation import benchmark_metrics, budget_sweep, cached_equal, seed_summary
     from lead.core.outcomes import EVALUATION
     from lead.io.progress import progress_bar
 
-    ev = params.evaluate
     out = _Scores()
     for name, bench in prepared.items():
         messages = [m for m, fit in zip(bench.messages, bench.fits, strict=True) if fit]
@@ -339,9 +339,13 @@ def _sample_and_score(params: Params, prepared: dict[str, _Prepared], sampler, s
     return out
 
 
-def evaluate(params: Params) -> dict[str, Any]:
-    """Sample, grade and score the model on every benchmark; write records, metrics.json and plots into
-    :func:`output_dir`, log them to an MLflow run (tag ``stage=evaluate``), then publish them."""
+def evaluate(
+    ev: EvaluateParams, model: ModelParams, paths: PathParams, tracking: TrackingParams
+) -> dict[str, Any]:
+    """Sample, grade and score the model ``ev.model`` on every benchmark of ``ev`` (params' ``evaluate``
+    section; ``model`` gives the dtype and the prompt's suffix); write records, metrics.json and plots into
+    :func:`output_dir` of ``paths``, log them to an MLflow run (tag ``stage=evaluate``) in ``tracking``'s store,
+    then publish them."""
     import mlflow
     from transformers import AutoTokenizer
 
@@ -351,38 +355,38 @@ def evaluate(params: Params) -> dict[str, Any]:
     from lead.io.sampling import VLLMSampler, context_window, make_sampler
     from lead.io.tracking import mark_run, stage_run
 
-    ev = params.evaluate
-    manifest = manifest_path(params, "evaluate")
+    manifest = manifest_path(paths, "evaluate")
     # Everything that can fail cheaply fails before the model is loaded, and before the last good evaluation is
     # withdrawn: a refused run leaves it published.
     if "proxy" in ev.benchmarks:  # the proxy test split is curate's output: never a half-written one
-        verify(manifest_path(params, "curate"), "curate", [params.paths.curated / "test.parquet"])
-    suites = {name: load_benchmark(name, params, ev.max_problems) for name in ev.benchmarks}
-    path = model_path(params)
+        verify(manifest_path(paths, "curate"), "curate", [paths.curated / "test.parquet"])
+    suites = {name: load_benchmark(name, paths, ev.max_problems) for name in ev.benchmarks}
+    path = model_path(ev.model, paths.models)
     # A model of this pipeline must be the very one its stage published; any other is taken as it is.
     pipeline = ev.model in PIPELINE_MODELS
-    fingerprint = published_model(params, ev.model)[1] if pipeline else model_fingerprint(path)
-    prepared = _prepare(params, suites, AutoTokenizer.from_pretrained(path), context_window(path))
-    spec = sampling_spec(params)
+    fingerprint = published_model(paths, ev.model)[1] if pipeline else model_fingerprint(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    prepared = _prepare(suites, model.prompt_suffix, ev.max_new_tokens, tokenizer, context_window(path))
+    spec = sampling_spec(ev)
     longest = max(
         (n for b in prepared.values() for n, f in zip(b.prompt_tokens, b.fits, strict=True) if f), default=0
     )
-    out = output_dir(params)
+    out = output_dir(paths)
     out.mkdir(parents=True, exist_ok=True)
 
-    with stage_run(params, "evaluate", log_sections=("evaluate",)) as run:
+    with stage_run(tracking, "evaluate", logged={"evaluate": ev.model_dump(mode="json", by_alias=True)}) as run:
         started = time.perf_counter()
         # vLLM's engine is sized to the longest prompt + budget, not the model's full context.
         sampler = make_sampler(
             path,
             ev.backend,
-            dtype=params.model.dtype,
+            dtype=model.dtype,
             max_model_len=longest + spec.max_new_tokens if longest else None,
         )
         backend = "vllm" if isinstance(sampler, VLLMSampler) else "transformers"
         mlflow.set_tags({"model_path": path, "backend": backend})
         try:
-            scores = _sample_and_score(params, prepared, sampler, spec, backend)
+            scores = _sample_and_score(ev, prepared, sampler, spec, backend)
         finally:
             sampler.close()
         seconds = round(time.perf_counter() - started, 1)

@@ -69,7 +69,7 @@ REQUIREMENTS = ("torch", "transformers", "accelerate", "safetensors", "tokenizer
 
 
 def report_path(params: Params) -> Path:
-    return summary_file(params, "register")
+    return summary_file(params.paths, "register")
 
 
 def pip_requirements() -> list[str]:
@@ -182,7 +182,7 @@ def promote(params: Params, version: str, reason: str) -> dict[str, Any]:
 
     if not reason.strip():
         raise ValueError("a promotion needs a reason (it is recorded on the model version)")
-    mlflow.set_tracking_uri(tracking_uri(params))
+    mlflow.set_tracking_uri(tracking_uri(params.tracking))
     client = MlflowClient()
     name = params.register_.model_name
     target = client.get_model_version(name, str(version))  # a clear MLflow error when it does not exist
@@ -250,7 +250,7 @@ def candidate_samples(params: Params) -> list[dict[str, Any]]:
 
     try:
         content, _ = read_verified(
-            manifest_path(params, "evaluate"), "evaluate", output(params, "evaluate", "records")
+            manifest_path(params.paths, "evaluate"), "evaluate", output(params.paths, "evaluate", "records")
         )
     except StaleOutputError:
         return []
@@ -344,17 +344,17 @@ def evidence(params: Params, client) -> Evidence:
     model = params.paths.models / stage
     if not model.is_dir():
         raise FileNotFoundError(f"{model}: no trained model (run `lead {stage.replace('_', '-')}` first)")
-    metrics_path = output(params, "evaluate", "metrics")
-    content, evaluated = read_verified(manifest_path(params, "evaluate"), "evaluate", metrics_path)
-    model, fingerprint = published_model(params, stage)
+    metrics_path = output(params.paths, "evaluate", "metrics")
+    content, evaluated = read_verified(manifest_path(params.paths, "evaluate"), "evaluate", metrics_path)
+    model, fingerprint = published_model(params.paths, stage)
     if evaluated["model"] != fingerprint:
         raise ValueError(
             f"the evaluation in {metrics_path.parent} is of {evaluated['model_path']} ({evaluated['model']}), "
             f"not of {model} ({fingerprint}): evaluate again, so the registered scores describe the "
             "registered model"
         )
-    verify(manifest_path(params, stage), stage)
-    trained = _run_of(manifest_path(params, stage), stage, required=False)
+    verify(manifest_path(params.paths, stage), stage)
+    trained = _run_of(manifest_path(params.paths, stage), stage, required=False)
     measured = evaluated.get("protocol")
     if measured is None:
         raise StaleOutputError(
@@ -369,7 +369,7 @@ def evidence(params: Params, client) -> Evidence:
             "evaluate again with these params, or register with the evaluation's"
         )
     metrics = json.loads(content)
-    run = _run_of(manifest_path(params, "evaluate"), "evaluate", required=True)
+    run = _run_of(manifest_path(params.paths, "evaluate"), "evaluate", required=True)
     logged = run.data.metrics
     numbers = {
         k: float(v) for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)
@@ -504,7 +504,7 @@ def register(params: Params) -> dict[str, Any]:
         write_json(report_path(params), skipped)
         return skipped
 
-    mlflow.set_tracking_uri(tracking_uri(params))
+    mlflow.set_tracking_uri(tracking_uri(params.tracking))
     client = MlflowClient()
     ev = evidence(params, client)  # every check before anything is logged or registered
     scores = registry.headline_scores(ev.metrics, ev.protocol["benchmarks"])
@@ -556,7 +556,7 @@ def _register_new(params: Params, client, ev: Evidence, scores: registry.Scores)
         f"{e['max_new_tokens']} tokens, protocol {proto}"
     )
     name = params.register_.model_name
-    with stage_run(params, "register", log_sections=("register",)) as run:
+    with stage_run(params.tracking, "register", logged=params.sections("register")) as run:
         lineage = _lineage(params, client, ev, run)
         # The version's Source Run is this run: it holds the evidence, so that the UI's run page and its
         # version Compare show the registered figures and the params they were trained and evaluated with.

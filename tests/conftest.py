@@ -145,7 +145,7 @@ def write_pool(params: Params, pool) -> None:
     path = params.paths.curated / "train.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
     pool.to_parquet(path, index=False)
-    publish(manifest_path(params, "curate"), "curate", [path])
+    publish(manifest_path(params.paths, "curate"), "curate", [path])
 
 
 TINY = {

@@ -23,6 +23,8 @@ This module holds the root, :class:`Params`, and re-exports every section; the s
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, model_validator
 
 from lead.config.ablation import DEFAULT_VARIANTS, AblationParams, VariantName
@@ -91,6 +93,16 @@ class Params(Section):
         AblationParams(),
         description="the paper's ablation on the proxy (ablation/dvc.yaml, `make ablation`): variants x seeds",
     )
+
+    def sections(self, *names: str) -> dict[str, Any]:
+        """The sections ``names`` as params.yaml writes them (``register``, not the attribute ``register_``):
+        what a stage's MLflow run logs as its params (:func:`lead.io.tracking.stage_run`)."""
+        return {
+            name: getattr(self, "register_" if name == "register" else name).model_dump(
+                mode="json", by_alias=True
+            )
+            for name in names
+        }
 
     @model_validator(mode="after")
     def _stage2_model(self) -> Params:

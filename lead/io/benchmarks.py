@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lead.config import BENCHMARKS, Params
+from lead.config import BENCHMARKS, PathParams
 from lead.core.evaluation import ALL
 
 
@@ -38,10 +38,10 @@ def band_of(level: int | None) -> str:
     return ALL if level is None else f"level_{level}"
 
 
-def _proxy(params: Params) -> list[BenchmarkProblem]:
+def _proxy(paths: PathParams) -> list[BenchmarkProblem]:
     import pyarrow.parquet as pq
 
-    path = Path(params.paths.curated) / "test.parquet"
+    path = Path(paths.curated) / "test.parquet"
     if not path.exists():
         raise FileNotFoundError(f"benchmark 'proxy': {path} does not exist (run `lead curate` first)")
     return [
@@ -52,20 +52,22 @@ def _proxy(params: Params) -> list[BenchmarkProblem]:
     ]
 
 
-def _raw(name: str, params: Params) -> list[BenchmarkProblem]:
+def _raw(name: str, paths: PathParams) -> list[BenchmarkProblem]:
     from lead.io.sources import load_benchmark as load_shipped
 
     return [
         BenchmarkProblem(id=r.id, problem=r.problem, answer=r.answer, band=band_of(r.level))
-        for r in load_shipped(name, Path(params.paths.raw))
+        for r in load_shipped(name, Path(paths.raw))
     ]
 
 
-def load_benchmark(name: str, params: Params, max_problems: int | None = None) -> list[BenchmarkProblem]:
-    """The problems of benchmark ``name``; with ``max_problems``, only the first that many in file order."""
+def load_benchmark(name: str, paths: PathParams, max_problems: int | None = None) -> list[BenchmarkProblem]:
+    """The problems of benchmark ``name`` under ``paths`` (params' section: the proxy's test split in
+    ``paths.curated``, the shipped ones in ``paths.raw``); with ``max_problems``, only the first that many in file
+    order."""
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(BENCHMARKS)}")
-    problems = _proxy(params) if name == "proxy" else _raw(name, params)
+    problems = _proxy(paths) if name == "proxy" else _raw(name, paths)
     ids = [p.id for p in problems]
     if len(set(ids)) != len(ids):
         raise ValueError(f"benchmark {name!r}: problem ids are not unique")

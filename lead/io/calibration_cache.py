@@ -55,7 +55,7 @@ from lead.io.files import sha256_text, write_text, writing
 from lead.io.fingerprint import code_fingerprint
 
 if TYPE_CHECKING:
-    from lead.config import Params
+    from lead.config import CalibrateParams, ModelParams
     from lead.core.outcomes import OutcomeRules
 
 logger = logging.getLogger(__name__)
@@ -70,28 +70,32 @@ def problem_key(problem: str, answer: str) -> str:
     return sha256_text(f"{problem}\0{answer}")
 
 
-def sampling_spec(params: Params, max_new_tokens: int) -> sampling.SamplingSpec:
+def sampling_spec(cfg: CalibrateParams, max_new_tokens: int) -> sampling.SamplingSpec:
     """The sampling of a calibration (``calibrate.samples``, ``temperature``, ``seed`` -- each prompt's own seed
     derives from it --, and the reward's token budget ``max_new_tokens``). Both the settings key and the
     sampling loop build it here, so that the key describes what is sampled."""
-    cfg = params.calibrate
     return sampling.SamplingSpec(
         n=cfg.samples, temperature=cfg.temperature, max_new_tokens=max_new_tokens, seed=cfg.seed
     )
 
 
 def settings(
-    params: Params, fingerprint: str, backend: str, rules: OutcomeRules, max_new_tokens: int
+    cfg: CalibrateParams,
+    model: ModelParams,
+    fingerprint: str,
+    backend: str,
+    rules: OutcomeRules,
+    max_new_tokens: int,
 ) -> dict[str, Any]:
     """Everything besides the problem that decides a calibration result (the cache key's first half):
     the model ``fingerprint``, the resolved ``backend``, dtype, prompt suffix, sampling spec (with the
     reward's budget ``max_new_tokens``), seed rule, the judge's source and its outcome ``rules``."""
-    spec = asdict(sampling_spec(params, max_new_tokens))
+    spec = asdict(sampling_spec(cfg, max_new_tokens))
     return {
         "model": fingerprint,
         "backend": backend,
-        "dtype": params.model.dtype,
-        "prompt_suffix": params.model.prompt_suffix,
+        "dtype": model.dtype,
+        "prompt_suffix": model.prompt_suffix,
         "sampling": spec,
         "seed_rule": f"per problem: {sampling.SEED_RULE}",
         # A verdict depends on the grader and the outcome rule: any edit of either re-judges (conservative,

@@ -213,7 +213,7 @@ class VLLMSampler:
             os.environ.setdefault(key, value)
         import warnings
 
-        import torch
+        from lead.patches.vllm_cpu_threads import keep_set_num_threads
 
         # vLLM's import and engine start warn about torch internals it uses (FutureWarning): not the user's.
         with warnings.catch_warnings():
@@ -222,8 +222,8 @@ class VLLMSampler:
             from vllm.platforms import current_platform
 
             cpu = current_platform.is_cpu()
-            # vLLM's CPU worker replaces torch.set_num_threads process-wide; put it back when the engine stops.
-            self._set_num_threads = torch.set_num_threads
+            # vLLM's CPU worker replaces torch.set_num_threads process-wide; put back when the engine stops.
+            self._restore_set_num_threads = keep_set_num_threads()
             with _environ_defaults(CPU_ENGINE_ENV if cpu else {}):
                 self.llm = LLM(
                     model=str(model_path),
@@ -240,10 +240,8 @@ class VLLMSampler:
         """Stop the engine (idempotent). A second engine in the same process needs the first gone."""
         llm, self.llm = getattr(self, "llm", None), None
         if llm is not None:
-            import torch
-
             llm.llm_engine.engine_core.shutdown()
-            torch.set_num_threads = self._set_num_threads
+            self._restore_set_num_threads()
             atexit.unregister(self.close)
 
     def sample(

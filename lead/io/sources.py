@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lead.config import Params
+from lead.config import CurateParams
 from lead.core.curation import Malformed, Record, normalize_answer, records_from_rows
 from lead.core.proxy import ProxyProblem, generate_problems
 
@@ -182,15 +182,15 @@ def proxy_records(problems: list[ProxyProblem]) -> list[dict[str, Any]]:
     ]
 
 
-def proxy_problems(params: Params, split: str) -> list[ProxyProblem]:
+def proxy_problems(curate: CurateParams, split: str) -> list[ProxyProblem]:
     """The proxy problems of ``split`` as ``curate.proxy`` and ``curate.seed`` draw them (curate and warmstart)."""
-    cfg = params.curate.proxy
+    cfg = curate.proxy
     levels = cfg.max_ops - cfg.min_ops + 1
     n = cfg.train_problems if split == "train" else cfg.test_per_level * levels
     return generate_problems(
         n,
         split=split,
-        seed=params.curate.seed,
+        seed=curate.seed,
         min_ops=cfg.min_ops,
         max_ops=cfg.max_ops,
         max_value=cfg.max_value,

@@ -9,9 +9,9 @@ with: the headline figures and where the results are, :func:`lead.dag.summary_fi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from lead.config import Params
 from lead.core.difficulty import Inclusive, band_rule, in_band
 
 
@@ -93,15 +93,19 @@ def _closing(inclusive: str | None, end: str) -> str:
 def empty_pool_message(
     correct: Sequence[int],
     samples: int,
-    params: Params,
     band: tuple[float, float, Inclusive] | None = None,
+    *,
+    reports: Path,
+    base: str | None,
 ) -> str:
     """Why stage-1 calibration kept none of its problems, with its numbers, and the knobs for that reason.
 
     ``correct`` = each problem's correct completions out of ``samples`` (k), so p = c / k; ``band`` = the
     keep band ``(low, high, inclusive)`` of :func:`lead.core.difficulty.in_band` where the caller knows it (the
     calibrate stage), None where it does not (the train stage reads the calibrated pool, not ``calibrate.*``):
-    then a problem is too hard when p = 0 and too easy when p = 1. With nothing kept, either
+    then a problem is too hard when p = 0 and too easy when p = 1. ``reports`` = ``paths.reports`` (where curate's
+    report is); ``base`` = ``model.base`` when the model calibrated is it, None when it is the warm start. With
+    nothing kept, either
 
     * every problem is too hard (p at or below the band's low end; "none solved" when p = 0 for all): a
       stronger model, easier problems, or a band that reaches lower (``calibrate.min_pass_rate``,
@@ -115,9 +119,9 @@ def empty_pool_message(
     rule = f" ({band_rule(*band)})" if band else ""
     head = f"calibrate kept 0 of {n} problems{rule}"
     if not n:
-        return f"{head}: the curated pool is empty; check curate.sources and {params.paths.reports}/curate"
+        return f"{head}: the curated pool is empty; check curate.sources and {reports}/curate"
     rates = [c / samples for c in correct]
-    model = "the warm start" if params.warmstart.enabled else f"model.base ({params.model.base})"
+    model = "the warm start" if base is None else f"model.base ({base})"
     low, high, inclusive = band if band else (0.0, 1.0, None)
     if band:
         # Too hard = not above the band's low end; with nothing kept, the rest is at or above its high end.
@@ -133,7 +137,7 @@ def empty_pool_message(
         )
         stronger = (
             "a stronger warm start (warmstart.epochs, warmstart.examples)"
-            if params.warmstart.enabled
+            if base is None
             else "a stronger model.base (or warmstart.enabled: true)"
         )
         knobs = [stronger, "easier problems (curate.sources)"]

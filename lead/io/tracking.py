@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from lead.config import Params
+from lead.config import TrackingParams
 from lead.io.files import repo_root
 
 PARENT_RUN_ENV = "LEAD_PARENT_RUN_ID"
@@ -44,10 +44,11 @@ class Terminated(SystemExit):
     """The process was sent SIGTERM (raised by the stages' handler, :func:`lead.stages._common.stage_main`)."""
 
 
-def tracking_uri(params: Params) -> str:
-    """The MLflow tracking URI for ``params`` (see the module docstring for the order of precedence)."""
-    if params.tracking.uri:
-        return params.tracking.uri
+def tracking_uri(tracking: TrackingParams) -> str:
+    """The MLflow tracking URI of params' ``tracking`` section (see the module docstring for the order of
+    precedence)."""
+    if tracking.uri:
+        return tracking.uri
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
     # A queued or --temp `dvc exp run` runs the stages in a copy under .dvc/tmp/exps, which DVC removes after;
@@ -108,8 +109,9 @@ def server_gone(exc: BaseException) -> str | None:
     )
 
 
-def use_experiment(params: Params) -> str:
-    """Point MLflow at ``params``' store and experiment, creating the experiment if it is new.
+def use_experiment(tracking: TrackingParams) -> str:
+    """Point MLflow at the store and experiment of params' ``tracking`` section, creating the experiment if it is
+    new.
 
     A new experiment in a local sqlite store keeps its artifacts in ``mlruns/`` beside the database file.
     MLflow's default is ``./mlruns`` under whatever the working directory is, so a run against a throw-away
@@ -119,10 +121,10 @@ def use_experiment(params: Params) -> str:
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    uri = tracking_uri(params)
+    uri = tracking_uri(tracking)
     report_server_retries(uri)
     mlflow.set_tracking_uri(uri)
-    name = params.tracking.experiment
+    name = tracking.experiment
     if uri.startswith("sqlite:///") and mlflow.get_experiment_by_name(name) is None:
         database = Path(uri.removeprefix("sqlite:///")).absolute()
         try:
@@ -210,23 +212,25 @@ def end_abandoned_runs(experiment_id: str, by: str) -> list[str]:
 
 @contextlib.contextmanager
 def stage_run(
-    params: Params,
+    tracking: TrackingParams,
     stage: str,
     *,
-    log_sections: tuple[str, ...] = (),
+    logged: Mapping[str, Any] | None = None,
     run_id: str | None = None,
     name: str | None = None,
     tags: Mapping[str, str] | None = None,
 ) -> Iterator[Any]:
-    """An MLflow run for one stage, tagged ``stage=<stage>`` (and ``tags``), named ``name`` (default: the
-    stage), with the given params sections logged.
+    """An MLflow run for one stage in the store of ``tracking`` (params' section), tagged ``stage=<stage>`` (and
+    ``tags``), named ``name`` (default: the stage), with ``logged`` logged as its params (flattened: ``{"train":
+    {"alpha": 0.05}}`` is ``train.alpha``; :func:`lead.config.sections` gives a stage's sections as they are
+    written in params.yaml).
 
     ``run_id`` re-opens an existing run (a resumed training continues its own run instead of starting a new one).
     Before it starts, the experiment's runs abandoned by their processes are ended (:func:`end_abandoned_runs`).
     """
     import mlflow
 
-    end_abandoned_runs(use_experiment(params), by=f"stage {stage} (pid {os.getpid()})")
+    end_abandoned_runs(use_experiment(tracking), by=f"stage {stage} (pid {os.getpid()})")
     parent = os.environ.get(PARENT_RUN_ENV)
     me = owner()
     tags = {
@@ -247,10 +251,8 @@ def stage_run(
             if ENDED_BY_TAG in run.data.tags:
                 mlflow.MlflowClient().delete_tag(run_id, ENDED_BY_TAG)
         else:  # params of a resumed run are already logged (and MLflow refuses to change them)
-            for section in log_sections:
-                # Only the sections logged are read (the DAG contract test checks what a stage reads).
-                values = getattr(params, "register_" if section == "register" else section)
-                mlflow.log_params(flatten({section: values.model_dump(mode="json", by_alias=True)}))
+            if logged:
+                mlflow.log_params(flatten(dict(logged)))
         try:
             yield run
         except (Terminated, KeyboardInterrupt):

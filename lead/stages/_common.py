@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -16,6 +14,7 @@ from lead import verbose
 from lead.config import DEFAULT_PARAMS, ParamsError, load_params, params_data, recipe_overrides
 from lead.config.last_valid import changes, remember
 from lead.dag import STAGES, StageError
+from lead.patches.interpreter_exit import exit_now
 
 
 def stage_main(
@@ -143,14 +142,9 @@ def refusal_hints(name: str, params_file: Path) -> list[str]:
 
 def as_process(main: Callable[[], None]) -> NoReturn:
     """Run a stage's ``main`` as the whole process (``python -m lead.stages.<stage>``) and end the process with
-    its exit code, without the interpreter's teardown of every module.
-
-    That teardown (torch's, transformers', MLflow's... objects freed one by one) takes ~1.8 s of a stage process
-    on 2 cores, on every stage of every ``dvc repro``, and nothing any output depends on happens in it. What does
-    happen at a normal exit still happens, in the same order: non-daemon threads are waited for, the ``atexit``
-    handlers run (MLflow ends its run and flushes its async logging, an engine's ``close``, ``logging``'s
-    shutdown, ``weakref.finalize`` callbacks, multiprocessing's children), stdout and stderr are flushed. An
-    exception other than ``SystemExit`` (a bug: its traceback is the message) leaves by the normal way."""
+    its exit code (:func:`lead.patches.interpreter_exit.exit_now`: what a normal exit does, without the
+    interpreter's teardown of every module). An exception other than ``SystemExit`` (a bug: its traceback is the
+    message) leaves by the normal way."""
     try:
         main()
         code = 0
@@ -158,13 +152,7 @@ def as_process(main: Callable[[], None]) -> NoReturn:
         if exc.code is not None and not isinstance(exc.code, int):
             raise  # a message to print: the interpreter's own way
         code = exc.code or 0
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    os._exit(code)
+    exit_now(code)
 
 
 def say_what_it_did(name: str, result: Any) -> None:

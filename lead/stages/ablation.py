@@ -55,9 +55,9 @@ def read_cells(
     cfg = params.ablation
     wanted = [(None, s) for s in cfg.seeds] + [(v, s) for v in cfg.variants for s in cfg.seeds]
     missing = [
-        cell_result_dir(params, v, s)
+        cell_result_dir(params.paths, v, s)
         for v, s in wanted
-        if not (cell_result_dir(params, v, s) / CELL_RESULT).exists()
+        if not (cell_result_dir(params.paths, v, s) / CELL_RESULT).exists()
     ]
     if missing:
         names = ", ".join(p.name for p in missing)
@@ -70,7 +70,7 @@ def read_cells(
     baseline: list[dict[str, Any]] = []
     runs = []
     for v, s in wanted:
-        result = json.loads((cell_result_dir(params, v, s) / CELL_RESULT).read_text())
+        result = json.loads((cell_result_dir(params.paths, v, s) / CELL_RESULT).read_text())
         row = {"seed": s, **result["scores"]}
         (baseline if v is None else variants[v]).append(row)
         if v is not None:
@@ -148,14 +148,15 @@ def run(params: Params) -> dict[str, Any]:
         },
     }
     files = {
-        name: ablation_output(params, name) for name in ("result", "markdown", "metrics", "plot", "curves")
+        name: ablation_output(params.paths, name)
+        for name in ("result", "markdown", "metrics", "plot", "curves")
     }
     headline: dict[str, Any] = {name: {k: s[f"{k}_mean"] for k in HEADLINE} for name, s in summary.items()}
     for name, gain in gains.items():
         headline[name]["gain"] = gain["mean"] if gain else None
     headline["claims"] = {c["key"]: c["verdict"] for c in claims}
     headline["target_met"] = goal["met"]
-    with stage_run(params, "ablation", log_sections=("ablation",)) as parent:
+    with stage_run(params.tracking, "ablation", logged=params.sections("ablation")) as parent:
         write_json(files["metrics"], headline)
         write_json(files["result"], result)
         write_text(files["markdown"], markdown(summary, goal, claims, gains, notes))

@@ -44,7 +44,7 @@ def cell_params(params: Params, variant: str | None, seed: int) -> Params:
     p.evaluate.benchmarks = ["proxy"]
     p.evaluate.seed = seed
     p.evaluate.repeats = 1
-    p.paths.reports = cell_result_dir(params, variant, seed)
+    p.paths.reports = cell_result_dir(params.paths, variant, seed)
     if variant is None:
         p.evaluate.model = "warmstart"
     else:
@@ -52,7 +52,7 @@ def cell_params(params: Params, variant: str | None, seed: int) -> Params:
             names = ", ".join(params.ablation.variants)
             raise ParamsError(f"--variant {variant!r}: not in ablation.variants ({names})")
         p.train = params.ablation.variant_train(params.train, variant, seed)
-        p.evaluate.model = str(cell_output(params, variant, seed, "model"))
+        p.evaluate.model = str(cell_output(params.paths, variant, seed, "model"))
     return p
 
 
@@ -68,16 +68,16 @@ def run(params: Params, variant: str | None = None, seed: int = 0) -> dict[str, 
     started = time.perf_counter()
     p = cell_params(params, variant, seed)
     name = variant or ablation.WARMSTART
-    out = cell_result_dir(params, variant, seed)
+    out = cell_result_dir(params.paths, variant, seed)
     (out / CELL_RESULT).unlink(missing_ok=True)  # the report refuses a cell until its result is complete
     tags = {"variant": name, "seed": str(seed)}
-    with stage_run(p, "ablation_cell", name=ablation.cell_name(name, seed), tags=tags) as run:
+    with stage_run(p.tracking, "ablation_cell", name=ablation.cell_name(name, seed), tags=tags) as run:
         trained: dict[str, Any] = {}
         if variant is not None:
             check_train_settings(p)
-            model = cell_output(params, variant, seed, "model")
-            trained = train(p, model, cell_resume_dir(params, variant, seed))
-        metrics = evaluate(p)
+            model = cell_output(params.paths, variant, seed, "model")
+            trained = train(p, model, cell_resume_dir(params.paths, variant, seed))
+        metrics = evaluate(p.evaluate, p.model, p.paths, p.tracking)
         scores = ablation.cell_scores(metrics, p.evaluate.samples)
         mlflow.log_metrics(
             {k: float(v) for k, v in scores.items() if isinstance(v, int | float) and not isinstance(v, bool)}

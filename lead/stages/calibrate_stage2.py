@@ -39,15 +39,15 @@ def _disabled(params: Params) -> dict[str, Any]:
     import pyarrow.parquet as pq
     from matplotlib.figure import Figure
 
-    with atomic_path(output(params, STAGE, "pool")) as tmp:
+    with atomic_path(output(params.paths, STAGE, "pool")) as tmp:
         pq.write_table(pa.table({"id": pa.array([], pa.string()), "keep": pa.array([], pa.bool_())}), tmp)
     summary = {"enabled": False, "problems": 0, "kept": 0}
-    write_json(output(params, STAGE, "summary"), summary)
-    write_json(output(params, STAGE, "headline"), {"kept": 0})
-    write_text(output(params, STAGE, "histogram"), "pass_rate,problems,kept\n")
+    write_json(output(params.paths, STAGE, "summary"), summary)
+    write_json(output(params.paths, STAGE, "headline"), {"kept": 0})
+    write_text(output(params.paths, STAGE, "histogram"), "pass_rate,problems,kept\n")
     fig = Figure(figsize=(6.4, 1.2))
     fig.text(0.5, 0.5, "curriculum stage 2 is off (train.stage2.enabled: false)", ha="center", va="center")
-    with atomic_path(output(params, STAGE, "histogram_plot")) as tmp:
+    with atomic_path(output(params.paths, STAGE, "histogram_plot")) as tmp:
         fig.savefig(tmp, dpi=80, format="png")
     return summary
 
@@ -56,9 +56,9 @@ def run(params: Params) -> dict[str, Any]:
     """Re-calibrate the pool with the stage-1 model and mark the stage-2 band (``keep``); off unless
     ``train.stage2.enabled``."""
     if not params.train.stage2.enabled:
-        manifest = manifest_path(params, STAGE)
+        manifest = manifest_path(params.paths, STAGE)
         summary = _disabled(params)
-        publish(manifest, STAGE, published_outputs(params, STAGE), model=None)
+        publish(manifest, STAGE, published_outputs(params.paths, STAGE), model=None)
         return summary
     return calibrate(params, stage2_target(params), enabled=True)
 

@@ -55,7 +55,7 @@ def source_inputs(params: Params) -> list[curation.SourceInput]:
             rows = [
                 (f"proxy:{split}#{i}", row)
                 for split in ("train", "test")
-                for i, row in enumerate(proxy_records(proxy_problems(params, split)))
+                for i, row in enumerate(proxy_records(proxy_problems(params.curate, split)))
             ]
             location = "generated (curate.proxy)"
         else:
@@ -148,8 +148,8 @@ def run(params: Params) -> dict[str, Any]:
     from lead.io.tracking import flatten, stage_run
 
     started = time.perf_counter()
-    manifest = manifest_path(params, "curate")
-    with stage_run(params, "curate", log_sections=("curate",)):
+    manifest = manifest_path(params.paths, "curate")
+    with stage_run(params.tracking, "curate", logged=params.sections("curate")):
         inputs = source_inputs(params)
         benchmarks = {name: load_benchmark(name, params.paths.raw) for name in benchmark_names(params)}
         counter, method = prompt_token_counter(params)

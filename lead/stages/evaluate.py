@@ -16,7 +16,7 @@ from lead.stages._common import as_process, stage_main
 
 def run(params: Params) -> dict[str, Any]:
     """Sample, grade and score the model on every benchmark; write records, metrics.json and plots."""
-    return evaluate(params)
+    return evaluate(params.evaluate, params.model, params.paths, params.tracking)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -30,7 +30,7 @@ RECORD = {"params.yaml": "valid"}  # constant: a valid file's check changes noth
 def run(params: Params) -> dict[str, Any]:
     """Check params.yaml before any other stage runs; write the (constant) record."""
     check_params(params)
-    write_json(output(params, "params", "record"), RECORD)
+    write_json(output(params.paths, "params", "record"), RECORD)
     return dict(RECORD)
 
 

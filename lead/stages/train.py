@@ -32,7 +32,7 @@ STAGE = "train"
 
 
 def model_dir(params: Params) -> Path:
-    return output(params, STAGE, "model")
+    return output(params.paths, STAGE, "model")
 
 
 def run(params: Params) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def run(params: Params) -> dict[str, Any]:
     Curriculum stage 2 is the next DVC stage (``train_stage2``)."""
     check_train_settings(params)  # before any work: the settings only TRL or the launch can judge
     state = distributed_state()
-    summary = train(params, model_dir(params), resume_dir(params, STAGE))
+    summary = train(params, model_dir(params), resume_dir(params.paths, STAGE))
     publish_training(state, params, STAGE, summary, curves=True)
     return {k: v for k, v in summary.items() if k != "curve"}
 

@@ -42,12 +42,12 @@ def stage2_rows(params: Params, exclude: set[str], stage1_fingerprint: str) -> l
     refused when they were measured on another stage-1 model than the one stage 2 starts from."""
     import pandas as pd
 
-    path = output(params, POOL, "pool")
-    published = verify(manifest_path(params, POOL), POOL, [path])
+    path = output(params.paths, POOL, "pool")
+    published = verify(manifest_path(params.paths, POOL), POOL, [path])
     if published.get("model") != stage1_fingerprint:
         raise StaleOutputError(
             f"{path}: stage-1 pass rates of another model ({published.get('model')}) than "
-            f"{output(params, 'train', 'model')} ({stage1_fingerprint}): run the calibrate_stage2 stage again"
+            f"{output(params.paths, 'train', 'model')} ({stage1_fingerprint}): run the calibrate_stage2 stage again"
         )
     pool = pd.read_parquet(path)
     chosen = [r for r in pool.to_dict("records") if r["keep"] and r["id"] not in exclude]
@@ -63,8 +63,8 @@ def stage2_rows(params: Params, exclude: set[str], stage1_fingerprint: str) -> l
 
 def run(params: Params) -> dict[str, Any]:
     """Train curriculum stage 2 from the stage-1 model (off unless ``train.stage2.enabled``)."""
-    manifest = manifest_path(params, STAGE)
-    model, report = output(params, STAGE, "model"), summary_file(params, STAGE)
+    manifest = manifest_path(params.paths, STAGE)
+    model, report = output(params.paths, STAGE, "model"), summary_file(params.paths, STAGE)
     state = distributed_state()
     main = state.is_main_process
     if not params.train.stage2.enabled:
@@ -78,12 +78,12 @@ def run(params: Params) -> dict[str, Any]:
             publish(manifest, STAGE, [report, headline], model=None)
         return summary
     check_train_settings(params)  # TRL's and the launch's judgement before any hashing or loading
-    start, start_fingerprint = from_main(state, lambda: published_model(params, "train"))
+    start, start_fingerprint = from_main(state, lambda: published_model(params.paths, "train"))
     _, dev = difficulty.split_dev(training_rows(params), params.train.dev_problems, params.train.seed)
     rows = stage2_rows(params, {r["id"] for r in dev}, start_fingerprint)
     params2 = params.model_copy(update={"train": params.train.stage2_train()})
     summary = train_phase(
-        params2, rows, dev, str(start), model, resume_dir(params, STAGE), STAGE, start_fingerprint
+        params2, rows, dev, str(start), model, resume_dir(params.paths, STAGE), STAGE, start_fingerprint
     )
     summary = {"enabled": True, **summary}
     publish_training(state, params, STAGE, summary)

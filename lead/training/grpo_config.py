@@ -272,9 +272,9 @@ def check_train_settings(params: Params) -> None:
         runs.append((params.model_copy(update={"train": params.train.stage2_train()}), "train_stage2"))
     for p, stage in runs:
         if p.train.grpo_config:
-            grpo_config(p, resume_dir(p, stage))
+            grpo_config(p, resume_dir(p.paths, stage))
         else:
-            grpo_config_kwargs(p, resume_dir(p, stage), world=world_size(), cuda=False)
+            grpo_config_kwargs(p, resume_dir(p.paths, stage), world=world_size(), cuda=False)
 
 
 def lora_config(lora):

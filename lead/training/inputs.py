@@ -20,10 +20,10 @@ def start_model(params: Params) -> str:
 def pool_source(params: Params) -> tuple[str, Path]:
     """(stage, file) of the RL pool: calibrate's ``calibrated.parquet`` when calibration ran, else curate's
     ``train.parquet``."""
-    calibrated = output(params, "calibrate", "pool")
+    calibrated = output(params.paths, "calibrate", "pool")
     if calibrated.exists():
         return "calibrate", calibrated
-    return "curate", output(params, "curate", "train")
+    return "curate", output(params.paths, "curate", "train")
 
 
 def training_rows(params: Params, start_fingerprint: str | None = None) -> list[dict[str, Any]]:
@@ -37,7 +37,7 @@ def training_rows(params: Params, start_fingerprint: str | None = None) -> list[
     stage, path = pool_source(params)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no training pool; run `lead curate` (and `lead calibrate`) first")
-    published = verify(manifest_path(params, stage), stage, [path])
+    published = verify(manifest_path(params.paths, stage), stage, [path])
     measured = published.get("model")
     if start_fingerprint and stage == "calibrate" and measured != start_fingerprint:
         raise StaleOutputError(
@@ -55,7 +55,12 @@ def training_rows(params: Params, start_fingerprint: str | None = None) -> list[
             )
         # calibrate now stops before publishing an empty pool; this one was published without that check.
         samples = pool[0]["k"] if pool else 0
-        why = empty_pool_message([r["correct"] for r in pool], samples, params)
+        why = empty_pool_message(
+            [r["correct"] for r in pool],
+            samples,
+            reports=params.paths.reports,
+            base=None if params.warmstart.enabled else params.model.base,
+        )
         raise StageError(f"{path}: nothing to train on: {why}; then run the calibrate stage again")
     return as_prompts(rows, params.model.prompt_suffix)
 

@@ -85,7 +85,7 @@ def train_phase(
     state.wait_for_everyone()
     resume = last_complete_checkpoint(ckpt) if previous else None
     tracked = (
-        stage_run(params, stage, log_sections=("train",), run_id=previous.get("run_id"))
+        stage_run(params.tracking, stage, logged=params.sections("train"), run_id=previous.get("run_id"))
         if main
         else contextlib.nullcontext()
     )
@@ -132,9 +132,9 @@ def _trainer(params: Params, start: str, rows, dev, ckpt: Path, stage: str, lead
     from transformers import AutoTokenizer, PrinterCallback
 
     from lead.io.sampling import context_window
+    from lead.patches.trl_without_vllm import match_trl_to
     from lead.training.callbacks import CompletionsTable, RichProgressCallback
     from lead.training.checkpoints import SealCheckpoints
-    from lead.training.lazy_vllm import match_trl_to
 
     remote = params.train.trust_remote_code
     args = grpo_config(params, ckpt, context=context_window(start, trust_remote_code=remote))

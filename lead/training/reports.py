@@ -20,14 +20,16 @@ def publish_training(
     manifest: the model by content and the run's identity (the MLflow run that trained it is tagged with it)."""
     if not state.is_main_process:
         return
-    report = summary_file(params, stage)
+    report = summary_file(params.paths, stage)
     write_json(report, without_run_facts({k: v for k, v in summary.items() if k != "curve"}))
     outputs = [report, write_headline(params, stage, summary)]
     if curves:
-        outputs += write_curves(output(params, stage, "curves").with_suffix(""), summary.get("curve") or [])
+        outputs += write_curves(
+            output(params.paths, stage, "curves").with_suffix(""), summary.get("curve") or []
+        )
     facts = {k: summary.get(k) for k in ("model", "identity")}
     publish(
-        manifest_path(params, stage),
+        manifest_path(params.paths, stage),
         stage,
         outputs,
         before_writing=mark_run(summary.get("mlflow_run_id")),
@@ -44,7 +46,7 @@ HEADLINE_KEYS = (
 def write_headline(params: Params, stage: str, summary: dict[str, Any]) -> Path:
     """``<paths.reports>/<stage>_headline.json``: the figures of :data:`HEADLINE_KEYS` (DVC's metrics of the stage:
     `dvc exp show` compares them; the run ids, hashes and times of ``<stage>.json`` would fill its columns)."""
-    path = output(params, stage, "headline")
+    path = output(params.paths, stage, "headline")
     write_json(path, {k: summary[k] for k in HEADLINE_KEYS if k in summary})
     return path
 

@@ -46,7 +46,8 @@ from lead.core.advantages import lead_advantages, lead_metrics
 from lead.core.outcomes import ANSWERED, EVALUATION, OUTCOMES, Outcome, judge
 from lead.core.rewards import lead_rewards
 from lead.grading import GradeStats
-from lead.training import vllm_cpu
+from lead.patches import vllm_colocated_cpu
+from lead.patches.trl_buffers import overwrite_logged_advantages, record_metrics
 from lead.training.presets import LeadSettings
 
 # A step where more than this share of the grades timed out is not trusted: math-verify is broken or starved,
@@ -150,8 +151,10 @@ class LEADTrainer(GRPOTrainer):
             )
         config = kwargs.get("args") or (args[2] if len(args) > 2 else None)  # GRPOTrainer(model, funcs, args)
         # On CPU the colocated engine must compute with the weights TRL syncs into it, and starts eager
-        # (lead.training.vllm_cpu).
-        with vllm_cpu.colocated() if vllm_cpu.needed(config) else contextlib.nullcontext():
+        # (lead.patches.vllm_colocated_cpu).
+        with (
+            vllm_colocated_cpu.colocated() if vllm_colocated_cpu.needed(config) else contextlib.nullcontext()
+        ):
             super().__init__(*args, **kwargs)
         self.lead = lead
         self.answer_column = answer_column
@@ -228,8 +231,9 @@ class LEADTrainer(GRPOTrainer):
             dtype=torch.long,
         )
         total, correct, answered = self.accelerator.reduce(sums, reduction="sum").tolist()
-        self._metrics["eval"]["pass_at_1"].append(correct / max(total, 1))
-        self._metrics["eval"]["answered"].append(answered / max(total, 1))
+        record_metrics(
+            self, "eval", {"pass_at_1": correct / max(total, 1), "answered": answered / max(total, 1)}
+        )
 
     # -- TRL seam 2: replace the advantages -------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs):
@@ -254,15 +258,14 @@ class LEADTrainer(GRPOTrainer):
         self._lead_rows["reward"] = batch["rewards"][start : start + local].tolist()
         self._lead_rows["advantage"] = advantages[start : start + local].tolist()
         # TRL buffered its own advantages for the completions table; it prints them only at the next log.
-        logged = self._logs["advantages"]
-        for i, value in enumerate(advantages.tolist(), start=len(logged) - len(advantages)):
-            if i >= 0:
-                logged[i] = value
-        mode = "train" if self.model.training else "eval"
-        for name, value in {
-            **lead_metrics(batch, advantages, self.num_generations),
-            **self._lead_grader,
-        }.items():
-            self._metrics[mode][name].append(value)
-        self._metrics[mode]["lead/step_seconds"].append(time.perf_counter() - started)
+        overwrite_logged_advantages(self, advantages.tolist())
+        record_metrics(
+            self,
+            "train" if self.model.training else "eval",
+            {
+                **lead_metrics(batch, advantages, self.num_generations),
+                **self._lead_grader,
+                "lead/step_seconds": time.perf_counter() - started,
+            },
+        )
         return output

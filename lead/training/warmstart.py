@@ -36,7 +36,7 @@ SKIPPED = "skipped.json"  # the whole content of <paths.models>/warmstart when w
 
 def model_dir(params: Params) -> Path:
     """``<paths.models>/warmstart``: the warm-started model (or, disabled, the note saying so)."""
-    return output(params, "warmstart", "model")
+    return output(params.paths, "warmstart", "model")
 
 
 def _conversation(problem: str, solution: str, suffix: str) -> dict[str, list[dict[str, str]]]:
@@ -164,8 +164,8 @@ def warm_start(params: Params) -> dict[str, Any]:
     from lead.training.callbacks import RichProgressCallback
 
     out = model_dir(params)
-    summary_path = output(params, "warmstart", "summary")
-    manifest = manifest_path(params, "warmstart")
+    summary_path = output(params.paths, "warmstart", "summary")
+    manifest = manifest_path(params.paths, "warmstart")
     if not params.warmstart.enabled:
         summary = {"enabled": False, "model": params.model.base}
         # The folder still exists, holding only this note, so that DVC's declared output is there and the
@@ -186,7 +186,10 @@ def warm_start(params: Params) -> dict[str, Any]:
     records = proxy_sft_records(params) if is_proxy else external_sft_records(params)
     model, tokenizer = base_model_and_tokenizer(params, records)
     # An MLflow run like every other stage's (tag stage=warmstart): the SFT's params, loss curve and summary.
-    with stage_run(params, "warmstart", log_sections=("warmstart",)) as mlflow_run, atomic_path(out) as tmp:
+    with (
+        stage_run(params.tracking, "warmstart", logged=params.sections("warmstart")) as mlflow_run,
+        atomic_path(out) as tmp,
+    ):
         trainer = SFTTrainer(
             model=model,
             args=sft_config(params, tmp / "_trainer"),
@@ -241,7 +244,7 @@ def report(params: Params, backend: str = "auto") -> list[Any]:
     from lead.io.sources import proxy_problems
 
     cfg = params.warmstart.report
-    problems = proxy_problems(params, "train")
+    problems = proxy_problems(params.curate, "train")
     chosen: dict[int, list] = {}
     for p in problems:  # the first problems_per_level of each level, in curate's order
         if len(chosen.setdefault(p.level, [])) < cfg.problems_per_level:

@@ -41,11 +41,11 @@ def test_the_ablation_registry_names_exactly_the_outputs_its_dvc_yaml_declares()
         assert ABLATION[name].summary in ABLATION[name].outputs, name
     params = load_params(ROOT / "params.yaml")
     reports, models = params.paths.reports, params.paths.models
-    assert cell_output(params, None, 3) == reports / "ablation" / "cells" / cell_name(WARMSTART, 3)
-    assert cell_output(params, "grpo", 0) == reports / "ablation" / "cells" / cell_name("grpo", 0)
-    assert cell_output(params, "grpo", 0, "model") == models / "ablation" / cell_name("grpo", 0)
-    assert cell_resume_dir(params, "grpo", 0) == params.paths.resume / "ablation" / cell_name("grpo", 0)
-    assert ablation_output(params, "markdown") == reports / "ablation" / "ablation.md"
+    assert cell_output(params.paths, None, 3) == reports / "ablation" / "cells" / cell_name(WARMSTART, 3)
+    assert cell_output(params.paths, "grpo", 0) == reports / "ablation" / "cells" / cell_name("grpo", 0)
+    assert cell_output(params.paths, "grpo", 0, "model") == models / "ablation" / cell_name("grpo", 0)
+    assert cell_resume_dir(params.paths, "grpo", 0) == params.paths.resume / "ablation" / cell_name("grpo", 0)
+    assert ablation_output(params.paths, "markdown") == reports / "ablation" / "ablation.md"
 
 
 def test_declared_params_and_code_exist():

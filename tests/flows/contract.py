@@ -62,7 +62,11 @@ def declarations(workspace: Path, pipeline: str = "dvc.yaml") -> dict[str, dict[
             if stage_file(repo, stage) != pipeline:
                 continue
             cell = CELL.fullmatch(stage.name)
-            resume = cell_resume_dir(loaded, *cell.groups()) if cell else resume_dir(loaded, stage.name)
+            resume = (
+                cell_resume_dir(loaded.paths, *cell.groups())
+                if cell
+                else resume_dir(loaded.paths, stage.name)
+            )
             # a whole-file declaration (`- params.yaml:`) declares every section of the file
             params = [
                 k

@@ -24,7 +24,7 @@ def params(rl_params: Params) -> Params:
     rl_params.ablation.seeds = [0, 1]
     rl_params.ablation.max_steps = 1
     warmstart = rl_params.paths.models / "warmstart"  # the fixture's tiny model, published as the warm start
-    publish(manifest_path(rl_params, "warmstart"), "warmstart", [], model=model_fingerprint(warmstart))
+    publish(manifest_path(rl_params.paths, "warmstart"), "warmstart", [], model=model_fingerprint(warmstart))
     return rl_params
 
 

@@ -137,7 +137,7 @@ def scripted(monkeypatch, params: Params) -> Counter:
 
 
 def _out(params: Params) -> pd.DataFrame:
-    return pd.read_parquet(output(params, "calibrate", "pool"))
+    return pd.read_parquet(output(params.paths, "calibrate", "pool"))
 
 
 def test_run_writes_the_calibrated_pool_reports_and_an_mlflow_run(params: Params, counter):
@@ -400,7 +400,7 @@ def test_an_empty_pool_stops_calibrate_after_its_reports_and_names_the_knob(
     problems = pd.read_csv(reports / "histogram.csv")["problems"].tolist()  # p = 0, 1/2, 1
     assert problems == ([40, 0, 0] if correct == 0 else [0, 0, 40])
     with pytest.raises(StaleOutputError):
-        verify(manifest_path(params, "calibrate"), "calibrate")
+        verify(manifest_path(params.paths, "calibrate"), "calibrate")
     # As `python -m lead.stages.calibrate` (what dvc repro runs): the message, exit 1, no traceback.
     file = tmp_path / "params.yaml"
     file.write_text(yaml.safe_dump(params.model_dump(mode="json", by_alias=True)))
@@ -414,7 +414,7 @@ def test_an_empty_pool_stops_calibrate_after_its_reports_and_names_the_knob(
     for key, value in fix.items():
         setattr(params.calibrate, key, value)
     assert calibration.calibrate_pool(params)["kept"] == 40
-    verify(manifest_path(params, "calibrate"), "calibrate")
+    verify(manifest_path(params.paths, "calibrate"), "calibrate")
 
 
 def test_changing_the_model_invalidates_but_chunk_size_does_not(params: Params, scripted):
@@ -448,7 +448,7 @@ def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: P
     cache_path = calibration.stage1_target(params).cache
     lines = [json.loads(line) for line in cache_path.read_text().splitlines()]
     assert [row["kind"] for row in lines].count("result") == 16  # the first chunk survived
-    assert not output(params, "calibrate", "pool").exists()
+    assert not output(params.paths, "calibrate", "pool").exists()
     with cache_path.open("a") as fh:  # and a crash tore the next line in half
         fh.write('{"kind": "result", "settings": "')
 

@@ -202,7 +202,7 @@ def test_curate_local_source_quarantine_report_and_determinism(small_params: Par
         "removed": {"contaminated": 1, "duplicate_id": 1, "malformed_json": 1, "missing_answer": 1},
     }
     assert "| math500 | 500 | 1 | 1 |" in (reports / "report.md").read_text()
-    mlflow.set_tracking_uri(tracking_uri(small_params))
+    mlflow.set_tracking_uri(tracking_uri(small_params.tracking))
     runs = mlflow.search_runs(experiment_names=[small_params.tracking.experiment], output_format="list")
     assert runs[0].data.metrics["contamination.math500"] == 1.0 and runs[0].data.tags["stage"] == "curate"
     # The report went to the store's own folder (beside mlflow.db), not to ./mlruns of the working directory.

@@ -60,12 +60,15 @@ def eval_params(small_params: Params, tiny_model, mlflow_store) -> Params:
     curated = small_params.paths.curated
     curated.mkdir(parents=True)
     pq.write_table(
-        pa.Table.from_pylist(proxy_records(proxy_problems(small_params, "test"))), curated / "test.parquet"
+        pa.Table.from_pylist(proxy_records(proxy_problems(small_params.curate, "test"))),
+        curated / "test.parquet",
     )
-    publish(manifest_path(small_params, "curate"), "curate", [curated / "test.parquet"])  # as curate does
+    publish(
+        manifest_path(small_params.paths, "curate"), "curate", [curated / "test.parquet"]
+    )  # as curate does
     shutil.copytree(tiny_model[0], small_params.paths.models / "warmstart")
     model = small_params.paths.models / "warmstart"
-    publish(manifest_path(small_params, "warmstart"), "warmstart", [], model=model_fingerprint(model))
+    publish(manifest_path(small_params.paths, "warmstart"), "warmstart", [], model=model_fingerprint(model))
     small_params.evaluate.model = "warmstart"
     small_params.tracking.uri = mlflow_store
     return small_params
@@ -75,9 +78,10 @@ def _evaluate_runs(params: Params):
     import mlflow
 
     mlflow.set_tracking_uri(params.tracking.uri)
+    path = evaluation.model_path(params.evaluate.model, params.paths.models)
     return mlflow.search_runs(
         experiment_names=[params.tracking.experiment],
-        filter_string=f"tags.stage = 'evaluate' and tags.model_path = '{evaluation.model_path(params)}'",
+        filter_string=f"tags.stage = 'evaluate' and tags.model_path = '{path}'",
         output_format="list",
     )
 
@@ -85,7 +89,7 @@ def _evaluate_runs(params: Params):
 def _records(params: Params) -> list[dict]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(evaluation.output_dir(params) / evaluation.RECORDS)
+    table = pq.read_table(evaluation.output_dir(params.paths) / evaluation.RECORDS)
     assert table.column_names == RECORD_COLUMNS
     return table.to_pylist()
 
@@ -94,14 +98,16 @@ def _records(params: Params) -> list[dict]:
 # Benchmarks and the model under evaluation
 # --------------------------------------------------------------------------------------------------
 def test_benchmarks_load_by_name_with_their_quirks_smoothed(eval_params: Params):
-    sizes = {name: len(load_benchmark(name, eval_params)) for name in BENCHMARKS}
+    sizes = {name: len(load_benchmark(name, eval_params.paths)) for name in BENCHMARKS}
     assert sizes == {"proxy": 12, "aime24": 30, "aime25": 30, "math500": 500, "amc23": 40}
-    aime24, aime25, amc23 = (load_benchmark(n, eval_params) for n in ("aime24", "aime25", "amc23"))
+    aime24, aime25, amc23 = (load_benchmark(n, eval_params.paths) for n in ("aime24", "aime25", "amc23"))
     # AIME 2024 '025' (leading zero kept or dropped: the grader compares numbers), AIME 2025 int, AMC float
     assert aime24[7].answer in ("025", "25") and aime25[0].answer == "70" and amc23[0].answer == "27"
     assert {p.band for p in aime24} == {"all"}
-    assert {p.band for p in load_benchmark("math500", eval_params)} == {f"level_{k}" for k in range(1, 6)}
-    assert [p.band for p in load_benchmark("proxy", eval_params, max_problems=4)] == [
+    assert {p.band for p in load_benchmark("math500", eval_params.paths)} == {
+        f"level_{k}" for k in range(1, 6)
+    }
+    assert [p.band for p in load_benchmark("proxy", eval_params.paths, max_problems=4)] == [
         "level_1",
         "level_2",
         "level_3",
@@ -110,21 +116,26 @@ def test_benchmarks_load_by_name_with_their_quirks_smoothed(eval_params: Params)
     with pytest.raises(
         ValueError, match="unknown benchmark 'gsm8k'; known benchmarks: proxy, aime24, aime25"
     ):
-        load_benchmark("gsm8k", eval_params)
+        load_benchmark("gsm8k", eval_params.paths)
     (eval_params.paths.curated / "test.parquet").unlink()
     with pytest.raises(FileNotFoundError, match="run `lead curate` first"):
-        load_benchmark("proxy", eval_params)
+        load_benchmark("proxy", eval_params.paths)
 
 
 def test_model_is_a_name_under_models_or_a_path_or_hub_id(eval_params: Params, tiny_model):
-    assert evaluation.model_path(eval_params) == str(eval_params.paths.models / "warmstart")
+    assert evaluation.model_path(eval_params.evaluate.model, eval_params.paths.models) == str(
+        eval_params.paths.models / "warmstart"
+    )
     eval_params.evaluate.model = "train"
     with pytest.raises(FileNotFoundError, match=r"evaluate.model = 'train': .*models/train does not exist"):
-        evaluation.model_path(eval_params)
+        evaluation.model_path(eval_params.evaluate.model, eval_params.paths.models)
     eval_params.evaluate.model = "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B"
-    assert evaluation.model_path(eval_params) == "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B"
+    assert (
+        evaluation.model_path(eval_params.evaluate.model, eval_params.paths.models)
+        == "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B"
+    )
     eval_params.evaluate.model = str(tiny_model[0])
-    assert evaluation.model_path(eval_params) == str(tiny_model[0])
+    assert evaluation.model_path(eval_params.evaluate.model, eval_params.paths.models) == str(tiny_model[0])
 
 
 def test_paper_recipe_is_a_valid_override_set():
@@ -152,7 +163,7 @@ def test_evaluate_all_benchmarks_with_transformers(eval_params: Params):
     ev.max_new_tokens, ev.budgets, ev.backend = 6, [3, 6], "transformers"
     metrics = evaluate.run(eval_params)
 
-    out = evaluation.output_dir(eval_params)
+    out = evaluation.output_dir(eval_params.paths)
     assert json.loads((out / evaluation.METRICS).read_text()) == metrics
     for plot in (evaluation.ACCURACY_PLOT, evaluation.BUDGET_PLOT):
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -193,7 +204,9 @@ def test_evaluate_all_benchmarks_with_transformers(eval_params: Params):
     published = json.loads((out / "evaluate.manifest.json").read_text())
     assert set(published["outputs"]) == set(evaluation.OUTPUTS) and "mlflow_run_id" not in published
     assert published_run(out / "evaluate.manifest.json").info.run_id == run.info.run_id
-    assert published["model"] == model_fingerprint(evaluation.model_path(eval_params))
+    assert published["model"] == model_fingerprint(
+        evaluation.model_path(eval_params.evaluate.model, eval_params.paths.models)
+    )
     assert run.data.tags["backend"] == "transformers"
     assert run.data.params["evaluate.samples"] == "2"
     assert run.data.metrics["aime25.pass_at_1"] == metrics["aime25.pass_at_1"]
@@ -237,10 +250,12 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
     ev = eval_params.evaluate
     ev.benchmarks, ev.max_problems, ev.samples = ["proxy", "amc23"], 3, 4
     ev.max_new_tokens, ev.budgets = 450, [16, 64]
-    tokenizer = AutoTokenizer.from_pretrained(evaluation.model_path(eval_params))
+    tokenizer = AutoTokenizer.from_pretrained(
+        evaluation.model_path(eval_params.evaluate.model, eval_params.paths.models)
+    )
     golds, fits = {}, {}
     for name in ev.benchmarks:
-        for p in load_benchmark(name, eval_params, ev.max_problems):
+        for p in load_benchmark(name, eval_params.paths, ev.max_problems):
             message = user_message(p.problem, eval_params.model.prompt_suffix)
             golds[message] = p.answer
             fits[name, p.id] = len(tokenizer(render_prompt(tokenizer, message))["input_ids"]) + 450 <= 512
@@ -257,7 +272,7 @@ def test_scores_known_completions_through_the_cli(eval_params: Params, monkeypat
     assert result.exit_code == 0, result.output
     assert "Pass@1" in result.output and "Cons@4" in result.output
 
-    metrics = json.loads((evaluation.output_dir(eval_params) / evaluation.METRICS).read_text())
+    metrics = json.loads((evaluation.output_dir(eval_params.paths) / evaluation.METRICS).read_text())
     assert len(sampler.prompts) == 3  # only the prompts that fit were sampled
     expected = {
         "pass_at_1": 0.5,
@@ -327,7 +342,7 @@ def test_repeats_resample_with_successive_seeds_and_report_the_spread(eval_param
 def test_a_refused_evaluation_leaves_the_last_good_one_published(eval_params: Params):
     from lead.io.fingerprint import StaleOutputError
 
-    manifest = manifest_path(eval_params, "evaluate")
+    manifest = manifest_path(eval_params.paths, "evaluate")
     manifest.parent.mkdir(parents=True, exist_ok=True)
     manifest.write_text('{"stage": "evaluate"}')  # the last good evaluation's
     eval_params.evaluate.model = "train"  # never published: refused

@@ -163,7 +163,7 @@ def test_a_killed_curate_never_hands_a_mixed_pool_to_its_readers(forks, small_pa
     generations = _generations(forks, "curate", small_params, "curate", root, CURATE_OUTPUTS)
 
     def read():  # what calibrate and evaluate do before they read the pool and the test split
-        verify(manifest_path(small_params, "curate"), "curate", [root / n for n in CURATE_OUTPUTS])
+        verify(manifest_path(small_params.paths, "curate"), "curate", [root / n for n in CURATE_OUTPUTS])
         return _hashes(root, CURATE_OUTPUTS)
 
     counts = _tries(
@@ -190,7 +190,7 @@ def evaluated(small_params: Params, tiny_model, forks) -> Params:
     report = small_params.paths.reports / "train.json"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text("{}")
-    publish(manifest_path(small_params, "train"), "train", [report], model=model_fingerprint(model))
+    publish(manifest_path(small_params.paths, "train"), "train", [report], model=model_fingerprint(model))
     ev = small_params.evaluate
     ev.model, ev.backend, ev.samples, ev.max_new_tokens, ev.budgets = "train", "transformers", 2, 16, [8, 16]
     small_params.register_.model_name = "lead-kill"
@@ -201,13 +201,13 @@ def test_a_killed_evaluate_is_never_registered_with_figures_of_another_run(forks
     from lead import registration
     from lead.evaluation import output_dir
 
-    out = output_dir(evaluated)
+    out = output_dir(evaluated.paths)
     generations = _generations(forks, "evaluate", evaluated, "evaluate", out, EVALUATE_OUTPUTS)
     mlflow.set_tracking_uri(evaluated.tracking.uri)
     client = MlflowClient()
 
     def read():  # any reader of the evaluation, then what register checks before it registers anything
-        verify(manifest_path(evaluated, "evaluate"), "evaluate", [out / n for n in EVALUATE_OUTPUTS])
+        verify(manifest_path(evaluated.paths, "evaluate"), "evaluate", [out / n for n in EVALUATE_OUTPUTS])
         registration.evidence(evaluated, client)
         return _hashes(out, EVALUATE_OUTPUTS)
 

@@ -28,13 +28,13 @@ def params(tmp_path, tiny_model) -> Params:
     shutil.copytree(tiny_model[0], model)
     (p.paths.reports).mkdir(parents=True)
     # As the train stage does: the model it published, and the MLflow run that trained it.
-    use_experiment(p)
+    use_experiment(p.tracking)
     with mlflow.start_run(run_name="train", tags={"stage": "train"}) as train_run:
         mlflow.log_params({"train.max_steps": 100, "train.preset": "paper"})
     (p.paths.reports / "train.json").write_text(json.dumps({"steps": 100}))
     fingerprint = model_fingerprint(model)
     publish(
-        manifest_path(p, "train"),
+        manifest_path(p.paths, "train"),
         "train",
         [p.paths.reports / "train.json"],
         before_writing=mark_run(train_run.info.run_id),
@@ -106,7 +106,7 @@ def evaluated(
     ``logged`` or the same figures, the ``evaluate.backend`` param -- which is no part of the protocol -- and its
     files under ``evaluate/``), the manifest naming the model by content and the protocol measured
     (``params.evaluate``'s). Returns the run id."""
-    out = output_dir(params)
+    out = output_dir(params.paths)
     out.mkdir(parents=True, exist_ok=True)
     metrics = {"proxy.pass_at_1": pass_at_1, "proxy.len_avg": len_avg}
     (out / METRICS).write_text(json.dumps(metrics))
@@ -114,7 +114,7 @@ def evaluated(
     evaluation._write_records(out / evaluation.RECORDS, records)
     _plot(out / ACCURACY_PLOT, pass_at_1)
     (out / BUDGET_PLOT).write_bytes(PNG)
-    use_experiment(params)
+    use_experiment(params.tracking)
     with mlflow.start_run(run_name="evaluate", tags={"stage": "evaluate"}) as run:
         mlflow.log_metrics(logged or metrics)
         mlflow.log_param("evaluate.backend", backend)
@@ -122,7 +122,7 @@ def evaluated(
         mlflow.log_table(data=evaluation._review_table(records), artifact_file=evaluation.SAMPLES_TABLE)
     path = model or params.paths.models / "train"
     publish(
-        manifest_path(params, "evaluate"),
+        manifest_path(params.paths, "evaluate"),
         "evaluate",
         [out / METRICS, out / evaluation.RECORDS],
         model=model_fingerprint(path),
@@ -298,7 +298,9 @@ def test_scores_of_another_model_are_refused_before_anything_is_registered(
     with pytest.raises(StaleOutputError, match=r"does not hold the figures .*proxy.pass_at_1"):
         register.run(params)  # the linked run says 0.1: a version claiming 0.3 would lie
     evaluated(params, 0.3, 60.0)
-    (output_dir(params) / METRICS).write_text(json.dumps({"proxy.pass_at_1": 0.9, "proxy.len_avg": 60.0}))
+    (output_dir(params.paths) / METRICS).write_text(
+        json.dumps({"proxy.pass_at_1": 0.9, "proxy.len_avg": 60.0})
+    )
     with pytest.raises(StaleOutputError, match="not the content evaluate published"):
         register.run(params)  # metrics of an evaluation killed before it published
     with pytest.raises(ValueError, match="needs a reason"):

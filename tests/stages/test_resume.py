@@ -48,7 +48,7 @@ def test_a_run_resumed_in_a_later_epoch_trains_what_an_uninterrupted_one_trains(
 
     # What a SIGKILL after checkpoint-3 was sealed leaves: the run file says running, no later checkpoint, no
     # model (`dvc repro -f` removes the output too).
-    ckpt = resume_dir(rl_params, "train")
+    ckpt = resume_dir(rl_params.paths, "train")
     run = json.loads((ckpt / RUN_FILE).read_text())
     shutil.rmtree(ckpt / "checkpoint-4")
     shutil.rmtree(ckpt / FINAL_COPY)

@@ -128,7 +128,7 @@ def test_validation_on_a_held_out_dev_split_hands_on_the_best_checkpoint(rl_para
     best = max(summary["dev"], key=lambda d: d["pass_at_1"])  # the first of equals, as transformers keeps it
     assert summary["handed_on"] == f"checkpoint-{best['step']}"
     handed = load_file(train.model_dir(rl_params) / "model.safetensors")
-    kept = load_file(resume_dir(rl_params, "train") / summary["handed_on"] / "model.safetensors")
+    kept = load_file(resume_dir(rl_params.paths, "train") / summary["handed_on"] / "model.safetensors")
     assert all((handed[k] == kept[k]).all() for k in kept)
     mlflow.set_tracking_uri(rl_params.tracking.uri)
     metrics = mlflow.get_run(summary["mlflow_run_id"]).data.metrics
@@ -162,7 +162,7 @@ def test_curriculum_stage2_recalibrates_with_the_stage1_model_and_continues_from
     assert second["problems"] == 56 and second["dev_problems"] == 4
     stage1 = train.model_dir(rl_params)
     assert calibrated["model"] == str(stage1)  # sampled the stage-1 model, not the warm start
-    assert (output(rl_params, "train_stage2", "model") / "model.safetensors").exists()
+    assert (output(rl_params.paths, "train_stage2", "model") / "model.safetensors").exists()
     mlflow.set_tracking_uri(rl_params.tracking.uri)
     stage2 = mlflow.get_run(second["mlflow_run_id"])
     assert stage2.info.run_name == "train_stage2" and stage2.data.tags["stage"] == "train_stage2"
@@ -179,7 +179,9 @@ def test_curriculum_stage2_off_writes_outputs_that_say_so(rl_params):
 
     assert calibrate_stage2.run(rl_params) == {"enabled": False, "problems": 0, "kept": 0}
     assert train_stage2.run(rl_params) == {"enabled": False}
-    assert [p.name for p in output(rl_params, "train_stage2", "model").iterdir()] == [train_stage2.DISABLED]
+    assert [p.name for p in output(rl_params.paths, "train_stage2", "model").iterdir()] == [
+        train_stage2.DISABLED
+    ]
 
 
 def test_lora_trains_adapters_only_and_saves_a_merged_plain_model(rl_params):
@@ -197,7 +199,7 @@ def test_lora_trains_adapters_only_and_saves_a_merged_plain_model(rl_params):
     assert set(merged) == set(start)  # the base model's tensors, no lora_A / lora_B left
     changed = [k for k in start if not (merged[k] == start[k]).all()]
     assert changed and all("proj" in k for k in changed)  # only adapted linear layers moved
-    ckpt = last_complete_checkpoint(resume_dir(rl_params, "train"))
+    ckpt = last_complete_checkpoint(resume_dir(rl_params.paths, "train"))
     assert (ckpt / "adapter_model.safetensors").exists()  # checkpoints hold the adapters
 
 
@@ -381,7 +383,7 @@ def test_sigkill_then_rerun_resumes_into_the_same_mlflow_run(rl_params, tmp_path
     path.write_text(yaml.safe_dump(rl_params.model_dump(mode="json", by_alias=True)))
     cmd = [sys.executable, "-m", "lead.stages.train", "--params", str(path)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ckpt = resume_dir(rl_params, "train")
+    ckpt = resume_dir(rl_params.paths, "train")
     deadline = time.time() + 240
     while time.time() < deadline and not last_complete_checkpoint(ckpt):
         time.sleep(0.5)
@@ -421,7 +423,7 @@ def test_an_empty_pool_stops_train_with_the_reason_and_its_knob(small_params):
     pd.DataFrame([{**r, "k": 4, "correct": 0, "keep": False} for r in rows]).to_parquet(
         calibrated, index=False
     )
-    publish(manifest_path(small_params, "calibrate"), "calibrate", [calibrated])
+    publish(manifest_path(small_params.paths, "calibrate"), "calibrate", [calibrated])
     with pytest.raises(StageError) as err:
         training_rows(small_params)
     assert str(err.value).startswith(

@@ -30,7 +30,9 @@ def test_the_cache_keys_are_the_ones_existing_caches_hold(monkeypatch):
     monkeypatch.setattr(calibration_cache, "code_fingerprint", lambda modules: "grader-source-fixed")
     params = parse_params(PARAMS)
     rules = OutcomeRules(extraction="boxed", truncation="unfinished")
-    values = calibration_cache.settings(params, "hub:org/model@0123abcd", "vllm", rules, 96)
+    values = calibration_cache.settings(
+        params.calibrate, params.model, "hub:org/model@0123abcd", "vllm", rules, 96
+    )
     assert values["grader"] == "grader-source-fixed"
     assert (
         calibration_cache.settings_key(values)
@@ -47,7 +49,7 @@ def test_the_key_follows_the_sampling_but_not_the_chunking(monkeypatch):
 
     def key(**calibrate) -> str:
         params = parse_params({**PARAMS, "calibrate": {**PARAMS["calibrate"], **calibrate}})
-        values = calibration_cache.settings(params, "m", "vllm", OutcomeRules(), 96)
+        values = calibration_cache.settings(params.calibrate, params.model, "m", "vllm", OutcomeRules(), 96)
         return calibration_cache.settings_key(values)
 
     assert key(chunk_size=100) == key()  # an execution knob: any chunking gives valid draws
@@ -55,11 +57,15 @@ def test_the_key_follows_the_sampling_but_not_the_chunking(monkeypatch):
     params = parse_params(PARAMS)
     for other in (OutcomeRules(truncation="unfinished"), OutcomeRules(loops="anywhere")):
         assert (
-            calibration_cache.settings_key(calibration_cache.settings(params, "m", "vllm", other, 96))
+            calibration_cache.settings_key(
+                calibration_cache.settings(params.calibrate, params.model, "m", "vllm", other, 96)
+            )
             != key()
         )
     assert (
-        calibration_cache.settings_key(calibration_cache.settings(params, "m", "vllm", OutcomeRules(), 64))
+        calibration_cache.settings_key(
+            calibration_cache.settings(params.calibrate, params.model, "m", "vllm", OutcomeRules(), 64)
+        )
         != key()
     )
 

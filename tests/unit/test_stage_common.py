@@ -125,7 +125,7 @@ from lead.stages._common import stage_main
 from tests.conftest import tmp_params
 
 def run(params):
-    with stage_run(tmp_params(__import__("pathlib").Path(sys.argv[1])), "sleeper"):
+    with stage_run(tmp_params(__import__("pathlib").Path(sys.argv[1])).tracking, "sleeper"):
         print("running", flush=True)
         time.sleep(120)
 
@@ -185,7 +185,7 @@ def test_a_run_whose_process_was_killed_is_ended_by_the_next_stage_and_a_live_pr
             return {int(r.data.tags[OWNER_TAG].rsplit(":", 2)[1]): r for r in runs}
 
         assert {r.info.status for r in by_pid().values()} == {"RUNNING"}  # what SIGKILL leaves
-        with stage_run(tmp_params(tmp_path), "next"):
+        with stage_run(tmp_params(tmp_path).tracking, "next"):
             pass
         runs = by_pid()
         assert runs[alive.pid].info.status == "RUNNING" and ENDED_BY_TAG not in runs[alive.pid].data.tags
@@ -375,6 +375,8 @@ STAGE1 = (0.0, 1.0, "neither")
     ],
 )
 def test_the_empty_pool_message_names_the_reason_and_its_knobs(correct, samples, band, warmstart, fragments):
-    message = empty_pool_message(correct, samples, _params(**warmstart), band)
+    params = _params(**warmstart)
+    base = None if params.warmstart.enabled else params.model.base
+    message = empty_pool_message(correct, samples, band, reports=params.paths.reports, base=base)
     for fragment in fragments:
         assert fragment in message, message

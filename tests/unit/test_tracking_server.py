@@ -17,7 +17,7 @@ def test_a_server_that_does_not_answer_is_said_at_each_retry_then_in_one_line(tm
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
     params = tmp_params(tmp_path, tracking={"uri": f"http://127.0.0.1:{port}"})
     with pytest.raises(Exception) as info:  # MLflow's own exception, whatever its class
-        use_experiment(params)
+        use_experiment(params.tracking)
     lines = [line for line in capsys.readouterr().err.splitlines() if "MLflow server" in line]
     assert lines == [
         f"MLflow server http://127.0.0.1:{port} does not answer (Connection refused): retrying, {n} tries left"

@@ -1,5 +1,14 @@
 """vLLM generating inside the trainer on CPU: the colocated engine computes with the weights TRL syncs into it.
 
+- Upstream: vllm 0.31 (``vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm``), trl 1.16.0
+  (``trl.generation.vllm_generation.LLM``, ``VLLMGeneration.sync_weights``).
+- Why: without it, TRL's first weight sync into a colocated CPU engine fails, or the engine generates from the
+  policy's old weights (below); and the engine compiles the model with inductor at every start.
+- Delete when: vLLM's CPU linear layers keep a loadable ``weight`` after packing (the sync works on CPU) and TRL
+  passes ``enforce_eager`` through ``GRPOConfig``.
+- Contract: ``tests/contracts/test_patches.py`` (the dispatch and the engine name are where vLLM and TRL look
+  them up); ``tests/stages/test_train.py`` trains through it.
+
 TRL's ``vllm_mode="colocate"`` builds a vLLM engine in the training process and, before each generation, loads
 the policy's current weights into it (``model.load_weights``). On CPU, vLLM (0.31) prepares each linear layer
 for oneDNN once its weights are loaded: ``UnquantizedLinearMethod.process_weights_after_loading`` calls
@@ -16,10 +25,9 @@ weights, convolutions) keep vLLM's dispatch. It costs oneDNN's packed GEMMs, whi
 large CPUs, not for the tiny proxy model; on GPU it is never applied (:func:`needed`).
 
 :func:`eager_engine` builds that engine eager, as lead's own CPU sampler is (``lead.io.sampling.CPU_ENGINE_ARGS``):
-TRL does not pass ``enforce_eager``, and vLLM's default on CPU compiles the model with inductor first, 20 s of
-a 30 s engine start for the tiny model on 2 cores, every time a trainer is built. :func:`colocated` applies
-both around the construction of the trainer. ``tests/contracts/test_trl_seam.py`` fails if vLLM or TRL moves
-or renames what this relies on.
+TRL does not pass ``enforce_eager``, and vLLM's default on CPU compiles the model with inductor first, most of
+an engine start for the tiny model on 2 cores, every time a trainer is built. :func:`colocated` applies
+both around the construction of the trainer.
 """
 
 from __future__ import annotations

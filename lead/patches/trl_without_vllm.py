@@ -1,18 +1,22 @@
 """A trainer that does not generate with vLLM does not import it.
 
-TRL imports vLLM whenever it is installed: ``trl.generation.vllm_client`` and ``trl.generation.vllm_generation``
-(imported by ``GRPOTrainer``'s module) ask ``trl.import_utils.is_vllm_available()`` once, at import, and import
-vLLM's engine, its distributed weight transfer and, through them, torch's inductor. On 2 cores that is ~3.5 s of
-every training process's start-up (``import trl.trainer.grpo_trainer``: 11.6 s with vLLM, 8.1 s without), paid by
-each ``train`` / ``train_stage2`` / ablation-cell process of the embedded default, which never uses vLLM in the
-trainer (``train.use_vllm: false``).
+- Upstream: trl 1.16.0 (``trl.import_utils.is_vllm_available``, ``trl.generation.vllm_client`` and
+  ``vllm_generation``), vllm 0.31.
+- Why: TRL imports vLLM whenever it is installed: ``trl.generation.vllm_client`` and
+  ``trl.generation.vllm_generation`` (imported by ``GRPOTrainer``'s module) ask ``is_vllm_available()`` once, at
+  import, and import vLLM's engine, its distributed weight transfer and, through them, torch's inductor: a third
+  of every training process's start-up (``bench/startup.py``, bench/RESULTS.md), paid by each ``train`` /
+  ``train_stage2`` / ablation-cell process of the embedded default, which never uses vLLM in the trainer
+  (``train.use_vllm: false``).
+- Delete when: TRL imports vLLM lazily (on the first ``use_vllm=True`` trainer).
+- Contract: ``tests/contracts/test_patches.py`` (a fresh interpreter: no vLLM imported, then TRL whole again).
 
 :func:`match_trl_to` is called with the trainer's ``use_vllm`` before its class is imported. Without vLLM, and
 before TRL's generation modules exist, it imports them while ``is_vllm_available`` answers False: they are
 complete except for vLLM's names, which nothing reaches without ``use_vllm``. A later trainer in the same
 process that does use vLLM (a test, a benchmark comparing both) gets them re-executed with the real answer
 (``importlib.reload`` runs a module again in its own namespace, so the classes TRL's trainer already holds see
-vLLM's names). ``tests/contracts/test_trl_seam.py`` fails if TRL moves or renames what this relies on.
+vLLM's names).
 """
 
 from __future__ import annotations
