@@ -513,7 +513,8 @@ def promote(
     from lead.registration import promote as promote_version
 
     try:
-        s = promote_version(_params(path, overrides), version, reason)
+        cfg = _params(path, overrides)
+        s = promote_version(cfg.register_, cfg.tracking, version, reason)
     except (MlflowException, ValueError) as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None

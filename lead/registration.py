@@ -56,11 +56,11 @@ from typing import Any
 
 import yaml
 
-from lead.config import Params
+from lead.config import EvaluateParams, Params, PathParams, RegisterParams, TrackingParams
 from lead.core import registry
 from lead.dag import manifest_path, output, output_name, published_model, summary_file
 from lead.io.files import repo_root, write_json
-from lead.io.fingerprint import StaleOutputError, read_verified, value_fingerprint, verify
+from lead.io.fingerprint import StaleOutputError, read_verified, value_fingerprint, verify, without_run_facts
 from lead.io.tracking import ENDED_BY_TAG, PARENT_RUN_ENV, published_run, tracking_uri
 
 CHAMPION, CHALLENGER = "champion", "challenger"
@@ -68,8 +68,8 @@ CHAMPION, CHALLENGER = "champion", "challenger"
 REQUIREMENTS = ("torch", "transformers", "accelerate", "safetensors", "tokenizers")
 
 
-def report_path(params: Params) -> Path:
-    return summary_file(params.paths, "register")
+def report_path(paths: PathParams) -> Path:
+    return summary_file(paths, "register")
 
 
 def pip_requirements() -> list[str]:
@@ -132,14 +132,15 @@ def applied_experiment(root: Path) -> str:
     return "none"
 
 
-def dvc_lock_hashes(root: Path, params: Params, stage: str = "train") -> dict[str, str]:
-    """The md5s ``dvc.lock`` records for the training stage's data and model (``none`` when not run by DVC)."""
+def dvc_lock_hashes(root: Path, models: Path, stage: str = "train") -> dict[str, str]:
+    """The md5s ``dvc.lock`` records for the training stage's data and model ``<models>/<stage>`` (``models`` =
+    ``paths.models``; ``none`` when not run by DVC)."""
     hashes = {"dvc.train_data_md5": "none", "dvc.model_md5": "none"}
     lock = root / "dvc.lock"
     if not lock.exists():
         return hashes
     train = (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).get(stage, {})
-    model = os.path.normpath(params.paths.models / stage)
+    model = os.path.normpath(models / stage)
     for dep in train.get("deps", []):
         if dep["path"].endswith(".parquet") and "md5" in dep:
             hashes["dvc.train_data_md5"] = dep["md5"]
@@ -173,7 +174,7 @@ def move_champion(client, name: str, version: str, how: str, reason: str) -> Non
     client.set_model_version_tag(name, str(version), "champion.promoted", stamp)
 
 
-def promote(params: Params, version: str, reason: str) -> dict[str, Any]:
+def promote(reg: RegisterParams, tracking: TrackingParams, version: str, reason: str) -> dict[str, Any]:
     """``lead promote``: make ``version`` the champion by hand, whatever the gate said; the reason is recorded.
     A version that is champion already is left as it is (its recorded promotion and reason stay): ``already``
     says so."""
@@ -182,9 +183,9 @@ def promote(params: Params, version: str, reason: str) -> dict[str, Any]:
 
     if not reason.strip():
         raise ValueError("a promotion needs a reason (it is recorded on the model version)")
-    mlflow.set_tracking_uri(tracking_uri(params.tracking))
+    mlflow.set_tracking_uri(tracking_uri(tracking))
     client = MlflowClient()
-    name = params.register_.model_name
+    name = reg.model_name
     target = client.get_model_version(name, str(version))  # a clear MLflow error when it does not exist
     if CHAMPION in target.aliases:
         return {
@@ -241,7 +242,7 @@ def review_links(client, ev: Evidence, name: str, champion) -> tuple[dict[str, s
     return runs, plots
 
 
-def candidate_samples(params: Params) -> list[dict[str, Any]]:
+def candidate_samples(paths: PathParams) -> list[dict[str, Any]]:
     """Evaluate's sample records of the model being registered, when the evaluation's manifest names them (the
     bytes checked are the bytes read); none otherwise."""
     import io
@@ -250,7 +251,7 @@ def candidate_samples(params: Params) -> list[dict[str, Any]]:
 
     try:
         content, _ = read_verified(
-            manifest_path(params.paths, "evaluate"), "evaluate", output(params.paths, "evaluate", "records")
+            manifest_path(paths, "evaluate"), "evaluate", output(paths, "evaluate", "records")
         )
     except StaleOutputError:
         return []
@@ -331,36 +332,37 @@ def _run_of(manifest: Path, stage: str, *, required: bool) -> Any:
     return run
 
 
-def evidence(params: Params, client) -> Evidence:
-    """The model ``evaluate.model`` names and its scores, refused unless they are one story: the training
+def evidence(evaluation: EvaluateParams, paths: PathParams, client) -> Evidence:
+    """The model ``evaluate.model`` names (``evaluation`` = params' ``evaluate`` section) and its scores, refused
+    unless they are one story: the training
     stage published this very model, the evaluation's manifest names it by content, and the evaluate MLflow
     run finished with exactly the figures of ``metrics.json`` (the bytes checked are the bytes read)."""
-    stage = params.evaluate.model
+    stage = evaluation.model
     if stage not in TRAIN_STAGES:
         raise ValueError(
             f"evaluate.model = {stage!r}: register registers a trained model; set evaluate.model = train "
             "(or train_stage2) and evaluate again, so the registered scores describe the registered model"
         )
-    model = params.paths.models / stage
+    model = paths.models / stage
     if not model.is_dir():
         raise FileNotFoundError(f"{model}: no trained model (run `lead {stage.replace('_', '-')}` first)")
-    metrics_path = output(params.paths, "evaluate", "metrics")
-    content, evaluated = read_verified(manifest_path(params.paths, "evaluate"), "evaluate", metrics_path)
-    model, fingerprint = published_model(params.paths, stage)
+    metrics_path = output(paths, "evaluate", "metrics")
+    content, evaluated = read_verified(manifest_path(paths, "evaluate"), "evaluate", metrics_path)
+    model, fingerprint = published_model(paths, stage)
     if evaluated["model"] != fingerprint:
         raise ValueError(
             f"the evaluation in {metrics_path.parent} is of {evaluated['model_path']} ({evaluated['model']}), "
             f"not of {model} ({fingerprint}): evaluate again, so the registered scores describe the "
             "registered model"
         )
-    verify(manifest_path(params.paths, stage), stage)
-    trained = _run_of(manifest_path(params.paths, stage), stage, required=False)
+    verify(manifest_path(paths, stage), stage)
+    trained = _run_of(manifest_path(paths, stage), stage, required=False)
     measured = evaluated.get("protocol")
     if measured is None:
         raise StaleOutputError(
             f"the evaluation in {metrics_path.parent} records no protocol (an older evaluate): evaluate again"
         )
-    asked = registry.protocol(params.evaluate.model_dump(mode="json"))
+    asked = registry.protocol(evaluation.model_dump(mode="json"))
     differ = sorted(k for k in set(asked) | set(measured) if asked.get(k) != measured.get(k))
     if differ:
         shown = ", ".join(f"{k} {measured.get(k)!r} (params: {asked.get(k)!r})" for k in differ)
@@ -369,7 +371,7 @@ def evidence(params: Params, client) -> Evidence:
             "evaluate again with these params, or register with the evaluation's"
         )
     metrics = json.loads(content)
-    run = _run_of(manifest_path(params.paths, "evaluate"), "evaluate", required=True)
+    run = _run_of(manifest_path(paths, "evaluate"), "evaluate", required=True)
     logged = run.data.metrics
     numbers = {
         k: float(v) for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)
@@ -476,15 +478,15 @@ def registered_version(client, name: str, fingerprint: str, proto: str, scores: 
     return None
 
 
-def skipped_experiment(params: Params) -> dict[str, Any] | None:
+def skipped_experiment(reg: RegisterParams) -> dict[str, Any] | None:
     """Under ``dvc exp run`` (DVC sets ``DVC_EXP_NAME`` for the stages), the summary of a register that
     registers nothing, unless ``register.on_experiment``: a sweep is compared with ``dvc exp show``; the
     registry holds the candidates someone chose to review."""
     name = os.environ.get("DVC_EXP_NAME")
-    if not name or params.register_.on_experiment:
+    if not name or reg.on_experiment:
         return None
     return {
-        "model_name": params.register_.model_name,
+        "model_name": reg.model_name,
         "version": None,
         "experiment": name,
         "registered": False,
@@ -492,24 +494,33 @@ def skipped_experiment(params: Params) -> dict[str, Any] | None:
     }
 
 
-def register(params: Params) -> dict[str, Any]:
-    """Register the evaluated model with lineage and review description; run the champion gate. Writes
-    ``register.json``; registers nothing under a DVC experiment (:func:`skipped_experiment`) nor for a model
-    and evaluation the registry holds already (:func:`registered_version`)."""
+def register(
+    reg: RegisterParams,
+    evaluated: EvaluateParams,
+    paths: PathParams,
+    tracking: TrackingParams,
+    *,
+    preset: str,
+) -> dict[str, Any]:
+    """Register the model ``evaluated.model`` (params' ``evaluate`` section, whose outputs under ``paths`` are the
+    evidence) as ``reg.model_name`` in ``tracking``'s store, with lineage (the training's ``preset`` among it) and
+    review description; run the champion gate of ``reg``. Writes ``register.json``; registers nothing under a DVC
+    experiment (:func:`skipped_experiment`) nor for a model and evaluation the registry holds already
+    (:func:`registered_version`)."""
     import mlflow
     from mlflow import MlflowClient
 
-    skipped = skipped_experiment(params)
+    skipped = skipped_experiment(reg)
     if skipped is not None:
-        write_json(report_path(params), skipped)
+        write_json(report_path(paths), skipped)
         return skipped
 
-    mlflow.set_tracking_uri(tracking_uri(params.tracking))
+    mlflow.set_tracking_uri(tracking_uri(tracking))
     client = MlflowClient()
-    ev = evidence(params, client)  # every check before anything is logged or registered
+    ev = evidence(evaluated, paths, client)  # every check before anything is logged or registered
     scores = registry.headline_scores(ev.metrics, ev.protocol["benchmarks"])
     proto = registry.protocol_id(ev.protocol)
-    name = params.register_.model_name
+    name = reg.model_name
     _remove_unfinished(client, name, ev.fingerprint)  # what a killed register left half-made, in any case
     existing = registered_version(client, name, ev.fingerprint, proto, scores)
     if existing is not None:  # the same model, evaluated the same way, with the same figures: one version
@@ -523,25 +534,23 @@ def register(params: Params) -> dict[str, Any]:
             "lineage": {k: v for k, v in existing.tags.items() if k in LINEAGE_TAGS},
         }
     else:
-        summary = _register_new(params, client, ev, scores)
-    write_json(report_path(params), recorded(summary))
+        summary = _register_new(reg, tracking, client, ev, scores, paths=paths, preset=preset)
+    # register.json keeps the lineage by content: the run ids and the commit name this store's runs and this
+    # checkout (the version's tags hold them), so a collaborator's clean run writes the same record.
+    write_json(report_path(paths), without_run_facts(summary))
     return summary
 
 
-def recorded(summary: dict[str, Any]) -> dict[str, Any]:
-    """What ``register.json`` keeps of a registration: the version, its aliases and gate, and its lineage by
-    content. The run ids and the commit name this store's runs and this checkout (the version's tags hold them):
-    a collaborator's clean run of the same commit writes the same record, so ``dvc.lock`` stays as committed."""
-    if "lineage" not in summary:
-        return summary
-    lineage = summary["lineage"]
-    return {
-        **summary,
-        "lineage": {k: v for k, v in lineage.items() if k != "git.commit" and "run_id" not in k},
-    }
-
-
-def _register_new(params: Params, client, ev: Evidence, scores: registry.Scores) -> dict[str, Any]:
+def _register_new(
+    reg: RegisterParams,
+    tracking: TrackingParams,
+    client,
+    ev: Evidence,
+    scores: registry.Scores,
+    *,
+    paths: PathParams,
+    preset: str,
+) -> dict[str, Any]:
     """A new version of the model, inside the register stage's MLflow run (its *Source Run*, holding the
     evidence): logged in the transformers flavor, tagged with its lineage and scores, described against the
     champion, ``@challenger``, and ``@champion`` when the gate passes."""
@@ -555,9 +564,11 @@ def _register_new(params: Params, client, ev: Evidence, scores: registry.Scores)
         f"{', '.join(e['benchmarks'])}; {e['samples']} samples/problem, T={e['temperature']}, "
         f"{e['max_new_tokens']} tokens, protocol {proto}"
     )
-    name = params.register_.model_name
-    with stage_run(params.tracking, "register", logged=params.sections("register")) as run:
-        lineage = _lineage(params, client, ev, run)
+    name = reg.model_name
+    with stage_run(
+        tracking, "register", logged={"register": reg.model_dump(mode="json", by_alias=True)}
+    ) as run:
+        lineage = _lineage(client, ev, run, models=paths.models, preset=preset)
         # The version's Source Run is this run: it holds the evidence, so that the UI's run page and its
         # version Compare show the registered figures and the params they were trained and evaluated with.
         own = client.get_run(run.info.run_id).data.params  # register.* (stage_run logged them)
@@ -575,8 +586,8 @@ def _register_new(params: Params, client, ev: Evidence, scores: registry.Scores)
         decision = registry.gate(
             scores,
             champion_scores,
-            pass_tolerance=params.register_.pass_tolerance,
-            length_tolerance=params.register_.length_tolerance,
+            pass_tolerance=reg.pass_tolerance,
+            length_tolerance=reg.length_tolerance,
             same_protocol=champion is None or champion.tags.get("eval.protocol") == proto,
         )
         tags = {
@@ -587,7 +598,7 @@ def _register_new(params: Params, client, ev: Evidence, scores: registry.Scores)
             "lead.state": REGISTERING,
         }
         runs, plots = review_links(client, ev, name, champion)
-        review = _review(params, client, ev, champion, plots, run.info.run_id)
+        review = _review(client, ev, champion, plots, run.info.run_id, paths=paths)
         version = mlflow.register_model(info.model_uri, name, tags=tags).version
         text = registry.description(
             candidate=scores,
@@ -622,7 +633,7 @@ def _register_new(params: Params, client, ev: Evidence, scores: registry.Scores)
     }
 
 
-def _lineage(params: Params, client, ev: Evidence, run) -> dict[str, str]:
+def _lineage(client, ev: Evidence, run, *, models: Path, preset: str) -> dict[str, str]:
     """The version's lineage tags (:data:`LINEAGE_TAGS`): code, data, model, params, the runs it comes from.
     ``params.fingerprint`` is of the ``params.yaml`` keys the train and evaluate runs logged -- the params that
     made and measured this model --, not of the whole file: a key no stage of the model reads (the ablation's
@@ -632,22 +643,22 @@ def _lineage(params: Params, client, ev: Evidence, run) -> dict[str, str]:
     return {
         "git.commit": git_commit(root),
         "dvc.experiment": applied_experiment(root),
-        **dvc_lock_hashes(root, params, ev.stage),
+        **dvc_lock_hashes(root, models, ev.stage),
         "model.fingerprint": ev.fingerprint,
         "params.fingerprint": value_fingerprint(params_keys(evidence_params(client, ev))),
-        "train.preset": params.train.preset,
+        "train.preset": preset,
         "train.run_id": ev.train_run_id,
         "evaluate.run_id": ev.evaluate_run_id,
         "mlflow.parent_run_id": parent or "none",
     }
 
 
-def _review(params: Params, client, ev: Evidence, champion, plots: dict[str, str], run_id: str) -> str:
+def _review(client, ev: Evidence, champion, plots: dict[str, str], run_id: str, *, paths: PathParams) -> str:
     """The description's review section: sample completions of the candidate beside the champion's, and the
     accuracy-against-length plot: of both versions when the champion's samples are there (logged to this
     register run, ``run_id``), else the evaluate run's."""
     accuracy_plot = output_name("evaluate", "accuracy_plot")
-    mine, theirs = candidate_samples(params), champion_samples(client, champion)
+    mine, theirs = candidate_samples(paths), champion_samples(client, champion)
     label = f"v{champion.version}" if champion else "champion"
     plot = None
     if mine and theirs:

@@ -157,7 +157,9 @@ class StaleOutputError(RuntimeError):
     """An output is not of the generation its stage last published (an interrupted or foreign run)."""
 
 
-# The keys of a summary that say how a run went rather than what it made (see the module's docstring).
+# The keys of a summary that say how a run went rather than what it made (see the module's docstring); any key
+# ending in ``run_id`` names a run too (a registration's lineage: ``train.run_id``, ``mlflow.parent_run_id``), and
+# ``git.commit`` the checkout it ran in.
 RUN_FACTS = frozenset(
     {
         "seconds",
@@ -167,8 +169,14 @@ RUN_FACTS = frozenset(
         "mlflow_run_id",
         "run_id",
         "resumed_from",
+        "git.commit",
     }
 )
+
+
+def is_run_fact(key: str) -> bool:
+    """Whether ``key`` says how a run went (:data:`RUN_FACTS`, or a run id by any name)."""
+    return key in RUN_FACTS or key.endswith("run_id")
 
 
 def without_run_facts(value: Any) -> Any:
@@ -176,9 +184,11 @@ def without_run_facts(value: Any) -> Any:
 
     >>> without_run_facts({"steps": [{"step": "dedup", "seconds": 0.1}], "mlflow_run_id": "81a8", "kept": 3})
     {'steps': [{'step': 'dedup'}], 'kept': 3}
+    >>> without_run_facts({"lineage": {"train.run_id": "81a8", "git.commit": "60bb", "model.fingerprint": "f0"}})
+    {'lineage': {'model.fingerprint': 'f0'}}
     """
     if isinstance(value, Mapping):
-        return {k: without_run_facts(v) for k, v in value.items() if k not in RUN_FACTS}
+        return {k: without_run_facts(v) for k, v in value.items() if not is_run_fact(k)}
     if isinstance(value, list):
         return [without_run_facts(v) for v in value]
     return value

@@ -15,7 +15,9 @@ from lead.stages._common import as_process, stage_main
 
 def run(params: Params) -> dict[str, Any]:
     """Register the evaluated model with lineage and review description; run the champion gate."""
-    return register(params)
+    return register(
+        params.register_, params.evaluate, params.paths, params.tracking, preset=params.train.preset
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -369,7 +369,9 @@ def test_the_version_is_registered_on_the_server_with_lineage_aliases_and_loads(
 
     params = load_params(workspace / "params.yaml")  # what `lead promote` does, against the server
     # the champion already (the gate promoted it): read from the server, said, and nothing overwritten
-    again = registration.promote(params, version.version, "checked by hand on the team stack")
+    again = registration.promote(
+        params.register_, params.tracking, version.version, "checked by hand on the team stack"
+    )
     promoted = client.get_model_version(MODEL, version.version).tags["champion.promoted"]
     assert again["already"] and "by gate" in promoted and promoted == again["reason"]
     loaded = mlflow.transformers.load_model(f"models:/{MODEL}@champion", return_type="components")

@@ -208,7 +208,7 @@ def test_a_killed_evaluate_is_never_registered_with_figures_of_another_run(forks
 
     def read():  # any reader of the evaluation, then what register checks before it registers anything
         verify(manifest_path(evaluated.paths, "evaluate"), "evaluate", [out / n for n in EVALUATE_OUTPUTS])
-        registration.evidence(evaluated, client)
+        registration.evidence(evaluated.evaluate, evaluated.paths, client)
         return _hashes(out, EVALUATE_OUTPUTS)
 
     seeds = [_seeded("evaluate", 0), _seeded("evaluate", 1)]

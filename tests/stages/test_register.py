@@ -230,16 +230,23 @@ def test_versions_carry_lineage_and_the_gate_moves_the_champion(params: Params):
     assert "by gate" in client.get_model_version("lead-test", "3").tags["champion.promoted"]
     assert "(by v3)" in client.get_model_version("lead-test", "1").tags["champion.replaced"]
 
-    promoted = registration.promote(params, "2", "shorter answers matter more for this release")
+    promoted = registration.promote(
+        params.register_, params.tracking, "2", "shorter answers matter more for this release"
+    )
     assert str(client.get_model_version_by_alias("lead-test", "champion").version) == "2"
     assert promoted["failed_gate"].startswith("gate failed")  # said, and recorded with the move
     assert (
         "hand (lead promote, over the gate failed: "
         in client.get_model_version("lead-test", "2").tags["champion.promoted"]
     )
-    assert registration.promote(params, "3", "back to the best")["failed_gate"] is None
+    assert (
+        registration.promote(params.register_, params.tracking, "3", "back to the best")["failed_gate"]
+        is None
+    )
     recorded = client.get_model_version("lead-test", "3").tags["champion.promoted"]
-    again = registration.promote(params, "3", "another reason")  # champion already: said, nothing overwritten
+    again = registration.promote(
+        params.register_, params.tracking, "3", "another reason"
+    )  # champion already: said, nothing overwritten
     assert again["already"] and "back to the best" in again["reason"]
     assert client.get_model_version("lead-test", "3").tags["champion.promoted"] == recorded
     loaded = mlflow.transformers.load_model("models:/lead-test@champion", return_type="components")
@@ -304,7 +311,7 @@ def test_scores_of_another_model_are_refused_before_anything_is_registered(
     with pytest.raises(StaleOutputError, match="not the content evaluate published"):
         register.run(params)  # metrics of an evaluation killed before it published
     with pytest.raises(ValueError, match="needs a reason"):
-        registration.promote(params, "1", "  ")
+        registration.promote(params.register_, params.tracking, "1", "  ")
     mlflow.set_tracking_uri(params.tracking.uri)
     assert MlflowClient().search_model_versions("name = 'lead-test'") == []
 
@@ -336,7 +343,7 @@ def test_a_dvc_experiment_registers_nothing_unless_asked(params: Params, monkeyp
     evaluated(params, 0.30, 60.0)
     monkeypatch.setenv("DVC_EXP_NAME", "sweep-lr")  # what `dvc exp run` sets for the stages
     skipped = register.run(params)
-    assert skipped == json.loads(registration.report_path(params).read_text())
+    assert skipped == json.loads(registration.report_path(params.paths).read_text())
     assert skipped["registered"] is False and "sweep-lr" in skipped["reason"] and skipped["version"] is None
     mlflow.set_tracking_uri(params.tracking.uri)
     assert MlflowClient().search_model_versions("name = 'lead-test'") == []
