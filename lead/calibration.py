@@ -40,13 +40,13 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import lead.io.sampling as sampling
-from lead.config import Params
+from lead.config import CalibrateParams, ModelParams, PathParams, TrackingParams, TrainParams
 from lead.core import difficulty
 from lead.dag import REGISTRY, manifest_path, output, published_model, published_outputs, resume_dir
 from lead.io import calibration_cache
@@ -65,10 +65,12 @@ RECORD_COLUMNS = tuple(f.name for f in fields(difficulty.ProblemCalibration))
 
 @dataclass(frozen=True)
 class Target:
-    """One calibration's job: which model it samples, the band of pass rates it keeps, the reward whose verdicts
-    it counts, and where its cache and outputs go (``files``: the stage's outputs by name, :data:`lead.dag.REGISTRY`).
-    The ``calibrate`` stage calibrates the warm start for stage 1 (:func:`stage1_target`); ``calibrate_stage2``
-    the stage-1 model for the curriculum's stage 2 (:func:`stage2_target`)."""
+    """One calibration's job: which model it samples and how (params' ``calibrate`` section: samples, seed,
+    chunks, backend, server; the model section's dtype and prompt suffix), the band of pass rates it keeps, the
+    reward whose verdicts it counts, and where its pool, cache and outputs are (``paths``; ``files``: the stage's
+    outputs by name, :data:`lead.dag.REGISTRY`). The ``calibrate`` stage calibrates the warm start for stage 1
+    (:func:`stage1_target`); ``calibrate_stage2`` the stage-1 model for the curriculum's stage 2
+    (:func:`stage2_target`)."""
 
     stage: str
     model: Path | str
@@ -79,6 +81,12 @@ class Target:
     inclusive: difficulty.Inclusive
     rules: OutcomeRules  # what a completion is for the reward this pool trains
     max_new_tokens: int  # that reward's token budget (train.max_completion_length)
+    cfg: CalibrateParams
+    model_settings: ModelParams
+    paths: PathParams
+    base: str | None = (
+        None  # model.base when it is what is calibrated (no warm start): the empty pool's message
+    )
 
     @property
     def rule(self) -> str:
@@ -95,78 +103,99 @@ class Target:
         return self.files["summary"].parent
 
 
+def stage1_target(
+    cfg: CalibrateParams, train: TrainParams, model: ModelParams, paths: PathParams, *, warm_start: bool
+) -> Target:
+    """The ``calibrate`` stage: the warm start's pass rates (``model.base``'s without ``warm_start``) under stage
+    1's reward (``train``'s :class:`JudgeKeys`), the keep band of ``cfg``."""
+    band = (cfg.min_pass_rate, cfg.max_pass_rate, cfg.keep_inclusive)
+    sampled = model_path(model, paths.models, warm_start=warm_start)
+    base = None if warm_start else model.base
+    return _target("calibrate", sampled, band, JudgeKeys.of(train), cfg, model, paths, base=base)
+
+
+def stage2_target(cfg: CalibrateParams, train: TrainParams, model: ModelParams, paths: PathParams) -> Target:
+    """The ``calibrate_stage2`` stage: the stage-1 model (``<paths.models>/train``, checked to be the one the train
+    stage published) under stage 2's reward (``train.stage2.overrides`` over ``train``), the stage-2 band
+    p <= ``train.stage2.max_pass_rate``, zero included (:func:`lead.core.difficulty.stage2_band`)."""
+    band = difficulty.stage2_band(train.stage2.max_pass_rate)
+    trained = published_model(paths, "train")[0]
+    keys = JudgeKeys.of(train, train.stage2.overrides)
+    return _target("calibrate_stage2", trained, band, keys, cfg, model, paths)
+
+
 def _target(
-    params: Params, stage: str, model: Path | str, band: tuple[float, float, Any], train: Any
+    stage: str,
+    sampled: Path | str,
+    band: tuple[float, float, Any],
+    keys: JudgeKeys,
+    cfg: CalibrateParams,
+    model: ModelParams,
+    paths: PathParams,
+    base: str | None = None,
 ) -> Target:
     low, high, inclusive = band
     return Target(
         stage=stage,
-        model=model,
-        cache=resume_dir(params.paths, stage) / CACHE_NAME,
-        files={name: output(params.paths, stage, name) for name in REGISTRY[stage].outputs},
+        model=sampled,
+        cache=resume_dir(paths, stage) / CACHE_NAME,
+        files={name: output(paths, stage, name) for name in REGISTRY[stage].outputs},
         low=low,
         high=high,
         inclusive=inclusive,
-        **reward_judge(train),
+        **reward_judge(keys),
+        cfg=cfg,
+        model_settings=model,
+        paths=paths,
+        base=base,
     )
 
 
-def stage1_target(params: Params) -> Target:
-    """The ``calibrate`` stage: the warm start's pass rates under stage 1's reward, stage 1's keep band."""
-    cfg = params.calibrate
-    band = (cfg.min_pass_rate, cfg.max_pass_rate, cfg.keep_inclusive)
-    return _target(params, "calibrate", model_path(params), band, params.train)
+@dataclass(frozen=True)
+class JudgeKeys:
+    """The train keys that decide what the reward scores correct (the outcome rules and the token budget): all
+    that a calibration reads of ``train`` (dvc.yaml declares exactly these), read one by one."""
+
+    preset: str
+    extraction: str | None
+    truncation: str | None
+    repetition_penalty: float | None
+    max_completion_length: int
+
+    @classmethod
+    def of(cls, train: TrainParams, overrides: Mapping[str, Any] | None = None) -> JudgeKeys:
+        """``train``'s values, each one in ``overrides`` (stage 2's ``train.stage2.overrides``) over it."""
+        over = overrides or {}
+        return cls(**{f.name: over.get(f.name, getattr(train, f.name)) for f in fields(cls)})
 
 
-def stage2_target(params: Params) -> Target:
-    """The ``calibrate_stage2`` stage: the stage-1 model (``<paths.models>/train``, checked to be the one the train
-    stage published) under stage 2's reward, the stage-2 band p <= ``train.stage2.max_pass_rate``, zero included
-    (:func:`lead.core.difficulty.stage2_band`)."""
-    band = difficulty.stage2_band(params.train.stage2.max_pass_rate)
-    return _target(
-        params, "calibrate_stage2", published_model(params.paths, "train")[0], band, stage2_judge_keys(params)
-    )
-
-
-def stage2_judge_keys(params: Params) -> SimpleNamespace:
-    """Stage 2's values of the keys that decide what its reward scores correct (:data:`JUDGE_KEYS`:
-    ``train.stage2.overrides`` over ``train``), read one by one: the stage depends on those keys only."""
-    overrides = params.train.stage2.overrides
-    train = params.train
-    return SimpleNamespace(**{key: overrides.get(key, getattr(train, key)) for key in JUDGE_KEYS})
-
-
-# The train keys that decide what the reward scores correct (the outcome rules and the token budget): all that
-# a calibration reads of train (dvc.yaml declares exactly these).
-JUDGE_KEYS = ("preset", "extraction", "truncation", "repetition_penalty", "max_completion_length")
-
-
-def reward_judge(train: Any) -> dict[str, Any]:
-    """``rules`` and ``max_new_tokens`` of the reward that trains with ``train`` (``TrainParams``, or anything
-    holding its :data:`JUDGE_KEYS`): a pass rate is measured as the reward will measure it -- same extraction,
+def reward_judge(keys: JudgeKeys | TrainParams) -> dict[str, Any]:
+    """``rules`` and ``max_new_tokens`` of the reward that trains with ``keys`` (:class:`JudgeKeys`, or the
+    ``TrainParams`` they come from): a pass rate is measured as the reward will measure it -- same extraction,
     ``</think>``, truncation and loop rules, same token budget --, not as evaluation does: the keep band
     0 < p < 1 is there to keep exactly the problems whose groups carry a learning signal, and a completion the
     reward does not score correct gives none."""
     from lead.training.presets import outcome_rules
 
-    return {"rules": outcome_rules(train), "max_new_tokens": train.max_completion_length}
+    return {"rules": outcome_rules(keys), "max_new_tokens": keys.max_completion_length}
 
 
 # --------------------------------------------------------------------------------------------------
 # The model and the backend
 # --------------------------------------------------------------------------------------------------
-def model_path(params: Params) -> Path | str:
-    """The model calibrated: the warm-started one, or ``model.base`` when warm start is disabled."""
-    if params.warmstart.enabled:
-        path = params.paths.models / "warmstart"
+def model_path(model: ModelParams, models: Path, *, warm_start: bool) -> Path | str:
+    """The model calibrated: the warm-started one (``<models>/warmstart``, ``models`` = ``paths.models``), or
+    ``model.base`` when warm start is disabled."""
+    if warm_start:
+        path = models / "warmstart"
         if not path.is_dir():
             raise FileNotFoundError(f"{path}: no warm-started model (run `lead warmstart` first)")
         return path
-    if params.model.is_tiny:
+    if model.is_tiny:
         raise ValueError(
             "warmstart.enabled = false with model.base = 'tiny': the tiny model exists only after warm start"
         )
-    return params.model.base
+    return model.base
 
 
 def resolve_backend(backend: str, server: str | None = None) -> str:
@@ -187,13 +216,13 @@ def resolve_backend(backend: str, server: str | None = None) -> str:
 # --------------------------------------------------------------------------------------------------
 # The stage
 # --------------------------------------------------------------------------------------------------
-def _read_pool(params: Params):
+def _read_pool(paths: PathParams):
     import pandas as pd
 
-    path = params.paths.curated / "train.parquet"
+    path = paths.curated / "train.parquet"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no curated training pool (run `lead curate` first)")
-    verify(manifest_path(params.paths, "curate"), "curate", [path])
+    verify(manifest_path(paths, "curate"), "curate", [path])
     pool = pd.read_parquet(path)
     missing = {"id", "problem", "answer"} - set(pool.columns)
     if missing:
@@ -201,57 +230,67 @@ def _read_pool(params: Params):
     return pool
 
 
+@dataclass
+class _Into:
+    """Where sampled results go: the cache, under the settings key; ``header`` (the settings line a new key
+    needs) goes in with the first chunk, so the file never describes settings that have no result."""
+
+    cache: calibration_cache.CalibrationCache
+    settings: str
+    header: list[dict[str, Any]]
+
+
 def _sample_missing(
-    params: Params,
-    model: Path | str,
-    backend: str,
+    target: Target,
     todo: list[tuple[str, str, str]],
-    settings_hash: str,
-    cache: calibration_cache.CalibrationCache,
-    header: list[dict[str, Any]],
+    into: _Into,
+    *,
+    backend: str,
     server: str | None,
     fingerprint: str,
-    target: Target,
 ):
-    """Sample, grade and cache ``todo`` = [(problem key, problem, answer)] chunk by chunk; ``header`` (the
-    settings line of a new key) goes in with the first chunk, so the file never describes settings that
-    have no result. Returns the grader statistics of these completions, the number of chunks and the
-    seconds spent starting the sampler (importing vLLM, loading the model, vLLM's engine start; for a
-    ``server``, checking that it serves this model)."""
+    """Sample ``target.model`` (``fingerprint``) with ``backend``, or through the generation ``server``, grade
+    and cache ``todo`` = [(problem key, problem, answer)] chunk by chunk ``into`` the cache. Returns the grader
+    statistics of these completions, the number of chunks and the seconds spent starting the sampler
+    (importing vLLM, loading the model, vLLM's engine start; for a ``server``, checking that it serves this
+    model)."""
     from lead.grading import GradeStats
 
     if not todo:
         return GradeStats(), 0, 0.0
     started = time.perf_counter()
+    dtype = target.model_settings.dtype
     if server:
-        sampler = sampling.ServerSampler(server, sampling.served_model_name(fingerprint, params.model.dtype))
+        sampler = sampling.ServerSampler(server, sampling.served_model_name(fingerprint, dtype))
     else:
-        sampler = sampling.make_sampler(model, backend, dtype=params.model.dtype)
+        sampler = sampling.make_sampler(target.model, backend, dtype=dtype)
     try:
         start_seconds = time.perf_counter() - started
-        stats, chunks = _sample_chunks(params, sampler, todo, settings_hash, cache, header, target)
+        stats, chunks = _sample_chunks(target, sampler, todo, into)
     finally:
         sampler.close()  # a vLLM engine (its KV cache; on GPUs a process) must not outlive the stage
     return stats, chunks, start_seconds
 
 
-def _sample_chunks(params, sampler, todo, settings_hash, cache, header, target):
+def _sample_chunks(target: Target, sampler, todo: list[tuple[str, str, str]], into: _Into):
     """The chunk loop of :func:`_sample_missing`: sample, check the shape, judge, append to the cache."""
     from lead.core.outcomes import Outcome, judge
     from lead.grading import GradeStats
     from lead.io.progress import progress_bar
 
-    cfg = params.calibrate
+    cfg = target.cfg
+    header = into.header
     stats = GradeStats()
     chunks = [todo[i : i + cfg.chunk_size] for i in range(0, len(todo), cfg.chunk_size)]
     with progress_bar("calibrate: sampling", len(todo)) as advance:
         for j, chunk in enumerate(chunks, 1):
             advance(0, status=f"chunk {j}/{len(chunks)}")
             keys = [key for key, _, _ in chunk]
-            messages = [sampling.user_message(problem, params.model.prompt_suffix) for _, problem, _ in chunk]
+            suffix = target.model_settings.prompt_suffix
+            messages = [sampling.user_message(problem, suffix) for _, problem, _ in chunk]
             # One seed for every chunk: the samplers seed each prompt by its text (sampling.prompt_seed), so a
             # problem draws the same samples whatever chunk it lands in (a resumed or resampled one included).
-            spec = calibration_cache.sampling_spec(params.calibrate, target.max_new_tokens)
+            spec = calibration_cache.sampling_spec(cfg, target.max_new_tokens)
             groups = sampler.sample(messages, spec, progress=advance)
             if len(groups) != len(chunk) or any(len(g) != cfg.samples for g in groups):
                 raise RuntimeError(
@@ -268,7 +307,7 @@ def _sample_chunks(params, sampler, todo, settings_hash, cache, header, target):
             rows = [
                 {
                     "kind": "result",
-                    "settings": settings_hash,
+                    "settings": into.settings,
                     "problem": key,
                     "correct": verdicts[i * cfg.samples : (i + 1) * cfg.samples],
                     "lengths": [c.num_tokens for c in group],
@@ -276,7 +315,7 @@ def _sample_chunks(params, sampler, todo, settings_hash, cache, header, target):
                 }
                 for i, (key, group) in enumerate(zip(keys, groups, strict=True))
             ]
-            cache.append(header + rows)
+            into.cache.append(header + rows)
             header = []
     return stats, len(chunks)
 
@@ -299,20 +338,17 @@ class PoolCalibration:
     fingerprint: str
 
 
-def pool_records(
-    params: Params, target: Target | None = None, *, server: str | None = None
-) -> PoolCalibration:
-    """Pass rates of every problem of the curated pool under ``target.model`` (default: :func:`stage1_target`),
-    sampling only what ``target.cache`` lacks for this model and these settings, through the generation
-    ``server`` when one is given (it must serve that model)."""
-    cfg = params.calibrate
-    target = target or stage1_target(params)
-    pool = _read_pool(params)
+def pool_records(target: Target, *, server: str | None = None) -> PoolCalibration:
+    """Pass rates of every problem of the curated pool under ``target.model``, sampling only what
+    ``target.cache`` lacks for this model and these settings, through the generation ``server`` when one is
+    given (it must serve that model)."""
+    cfg = target.cfg
+    pool = _read_pool(target.paths)
     model = target.model
     backend = resolve_backend(cfg.backend, server)
     fingerprint = model_fingerprint(model)
     values = calibration_cache.settings(
-        params.calibrate, params.model, fingerprint, backend, target.rules, target.max_new_tokens
+        cfg, target.model_settings, fingerprint, backend, target.rules, target.max_new_tokens
     )
     key = calibration_cache.settings_key(values)
     cache = calibration_cache.CalibrationCache(target.cache)
@@ -328,16 +364,12 @@ def pool_records(
             todo[pk] = (pk, str(problem), str(answer))
     sampling_started = time.perf_counter()
     grader, chunks, start_seconds = _sample_missing(
-        params,
-        model,
-        backend,
-        list(todo.values()),
-        key,
-        cache,
-        header,
-        server,
-        fingerprint,
         target,
+        list(todo.values()),
+        _Into(cache, key, header),
+        backend=backend,
+        server=server,
+        fingerprint=fingerprint,
     )
     sampling_seconds = time.perf_counter() - sampling_started
     cache.compact()
@@ -361,21 +393,18 @@ def pool_records(
     )
 
 
-def calibrate_pool(
-    params: Params, target: Target | None = None, *, extra: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """Calibrate the pool for ``target`` (default: :func:`stage1_target`; sampling only what its cache lacks),
+def calibrate_pool(target: Target, *, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Calibrate the pool for ``target`` (sampling only what its cache lacks),
     write the calibrated pool and the reports (``extra`` goes into the summary), publish them as one
     generation, return the summary. :func:`calibrate` is this inside the stage's MLflow run.
 
     ``calibrate.server`` is used for the ``calibrate`` stage only: a generation server serves the warm start,
     never the stage-1 model that ``calibrate_stage2`` samples."""
     started = time.perf_counter()
-    cfg = params.calibrate
-    target = target or stage1_target(params)
+    cfg = target.cfg
     server = cfg.server if target.stage == "calibrate" else None
-    manifest = manifest_path(params.paths, target.stage)
-    cal = pool_records(params, target, server=server)
+    manifest = manifest_path(target.paths, target.stage)
+    cal = pool_records(target, server=server)
     records = cal.records
     out = cal.pool.copy()
     for name in RECORD_COLUMNS:
@@ -437,11 +466,11 @@ def calibrate_pool(
             [r.correct for r in records],
             cfg.samples,
             band,
-            reports=params.paths.reports,
-            base=None if params.warmstart.enabled else params.model.base,
+            reports=target.paths.reports,
+            base=target.base,
         )
         raise StageError(f"{why} (histogram: {files['histogram']})")
-    outputs = published_outputs(params.paths, target.stage)
+    outputs = published_outputs(target.paths, target.stage)
     publish(manifest, target.stage, outputs, model=cal.fingerprint, settings=cal.settings)
     return summary
 
@@ -545,12 +574,13 @@ def log_to_mlflow(summary: dict[str, Any], target: Target) -> None:
         mlflow.log_artifact(str(target.files[name]), artifact_path=target.reports.name)
 
 
-def calibrate(params: Params, target: Target, **extra: Any) -> dict[str, Any]:
-    """:func:`calibrate_pool` inside an MLflow run of ``target.stage`` (its ``calibrate`` params logged), the
-    summary logged to it."""
+def calibrate(target: Target, tracking: TrackingParams, **extra: Any) -> dict[str, Any]:
+    """:func:`calibrate_pool` inside an MLflow run of ``target.stage`` in ``tracking``'s store (its ``calibrate``
+    params logged), the summary logged to it."""
     from lead.io.tracking import stage_run
 
-    with stage_run(params.tracking, target.stage, logged=params.sections("calibrate")):
-        summary = calibrate_pool(params, target, extra=extra)
+    logged = {"calibrate": target.cfg.model_dump(mode="json", by_alias=True)}
+    with stage_run(tracking, target.stage, logged=logged):
+        summary = calibrate_pool(target, extra=extra)
         log_to_mlflow(summary, target)
     return summary

@@ -309,7 +309,7 @@ def serve(
     if warning:
         console.print(f"[bold yellow]warning:[/] {warning}", highlight=False)
     cfg = _params(path, [*_recipe_overrides(recipe), *(overrides or [])])
-    model = model_path(cfg)
+    model = model_path(cfg.model, cfg.paths.models, warm_start=cfg.warmstart.enabled)
     name = served_model_name(model_fingerprint(model), cfg.model.dtype)
     argv, env = serve_command(model, name, dtype=cfg.model.dtype, host=host, port=port)
     console.print(

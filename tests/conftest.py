@@ -136,6 +136,15 @@ def tmp_params(tmp_path: Path, **sections) -> Params:
     return Params.model_validate(data)
 
 
+def calibration_target(params: Params):
+    """The ``calibrate`` stage's :class:`lead.calibration.Target` for ``params``, as the stage builds it."""
+    from lead.calibration import stage1_target
+
+    return stage1_target(
+        params.calibrate, params.train, params.model, params.paths, warm_start=params.warmstart.enabled
+    )
+
+
 def write_pool(params: Params, pool) -> None:
     """Write ``pool`` (a DataFrame) as curate's training pool and publish it as curate does (the stages that
     read ``train.parquet`` refuse one that curate's manifest does not name)."""

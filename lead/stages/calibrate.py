@@ -15,7 +15,10 @@ from lead.stages._common import as_process, stage_main
 
 def run(params: Params) -> dict[str, Any]:
     """Calibrate the training pool's pass rates (incrementally) and write the calibrated pool and reports."""
-    return calibrate(params, stage1_target(params))
+    target = stage1_target(
+        params.calibrate, params.train, params.model, params.paths, warm_start=params.warmstart.enabled
+    )
+    return calibrate(target, params.tracking)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -60,7 +60,8 @@ def run(params: Params) -> dict[str, Any]:
         summary = _disabled(params)
         publish(manifest, STAGE, published_outputs(params.paths, STAGE), model=None)
         return summary
-    return calibrate(params, stage2_target(params), enabled=True)
+    target = stage2_target(params.calibrate, params.train, params.model, params.paths)
+    return calibrate(target, params.tracking, enabled=True)
 
 
 def main(argv: list[str] | None = None) -> None:

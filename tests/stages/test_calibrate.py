@@ -19,7 +19,7 @@ from lead.io.fingerprint import StaleOutputError, verify, without_run_facts
 from lead.io.sampling import Completion
 from lead.stages import calibrate
 from lead.stages.curate import proxy_records
-from tests.conftest import write_pool
+from tests.conftest import calibration_target, write_pool
 
 
 def _write_pool(params: Params, n: int) -> pd.DataFrame:
@@ -179,7 +179,7 @@ def test_run_writes_the_calibrated_pool_reports_and_an_mlflow_run(params: Params
 
 def test_pass_rates_keep_bands_and_histogram_are_exact(params: Params, scripted):
     params.calibrate.samples = 4
-    summary = calibration.calibrate_pool(params)
+    summary = calibration.calibrate_pool(calibration_target(params))
     out = _out(params)
     expected = [j % 5 for j in range(40)]
     assert out["correct"].tolist() == expected
@@ -208,24 +208,24 @@ def test_pass_rates_keep_bands_and_histogram_are_exact(params: Params, scripted)
         }
     # Another stage-1 band from params: 0.25 < p < 1.
     params.calibrate.min_pass_rate = 0.25
-    assert calibration.calibrate_pool(params)["kept"] == 16
+    assert calibration.calibrate_pool(calibration_target(params))["kept"] == 16
 
 
 def test_rerun_is_a_cache_hit_and_added_problems_alone_are_sampled(params: Params, scripted):
     counter = scripted
-    first = calibration.calibrate_pool(params)
+    first = calibration.calibrate_pool(calibration_target(params))
     before = _out(params)
     counter.prompts.clear()
     counter.built = 0
 
-    again = calibration.calibrate_pool(params)
+    again = calibration.calibrate_pool(calibration_target(params))
     assert counter.built == 0 and counter.prompts == []  # no sampler built at all
     assert (again["sampled_problems"], again["cached_problems"]) == (0, 40)
     assert again["settings"] == first["settings"]
     pd.testing.assert_frame_equal(_out(params), before)
 
     pool = _write_pool(params, 46)
-    added = calibration.calibrate_pool(params)
+    added = calibration.calibrate_pool(calibration_target(params))
     assert counter.built == 1 and (added["sampled_problems"], added["cached_problems"]) == (6, 40)
     new = pool["problem"].tolist()[40:]
     assert len(counter.prompts) == 6 and all(
@@ -251,12 +251,14 @@ def test_rerun_is_a_cache_hit_and_added_problems_alone_are_sampled(params: Param
 def test_changing_sampling_settings_invalidates_and_changing_back_reuses(
     params, scripted, section, key, value
 ):
-    calibration.calibrate_pool(params)
+    calibration.calibrate_pool(calibration_target(params))
     old = getattr(getattr(params, section), key)
     setattr(getattr(params, section), key, value)
-    assert calibration.calibrate_pool(params)["sampled_problems"] == 40
+    assert calibration.calibrate_pool(calibration_target(params))["sampled_problems"] == 40
     setattr(getattr(params, section), key, old)
-    assert calibration.calibrate_pool(params)["sampled_problems"] == 0  # results of both settings are kept
+    assert (
+        calibration.calibrate_pool(calibration_target(params))["sampled_problems"] == 0
+    )  # results of both settings are kept
 
 
 def test_pass_rates_are_measured_with_the_rewards_extraction_rule(params: Params, monkeypatch):
@@ -279,12 +281,12 @@ def test_pass_rates_are_measured_with_the_rewards_extraction_rule(params: Params
     assert params.train.preset == "paper" and params.train.extraction is None
     summary = params.paths.reports / "calibrate" / "summary.json"
     with pytest.raises(StageError, match="solved 0 of 80 samples"):  # an empty pool stops the stage
-        calibration.calibrate_pool(params)
+        calibration.calibrate_pool(calibration_target(params))
     boxed = json.loads(summary.read_text())
     assert boxed["outcome_rules"]["extraction"] == "boxed" and boxed["kept"] == 0
     params.train.extraction = "any"
     with pytest.raises(StageError, match="solved all 80 samples"):
-        calibration.calibrate_pool(params)
+        calibration.calibrate_pool(calibration_target(params))
     anywhere = json.loads(summary.read_text())
     assert anywhere["outcome_rules"]["extraction"] == "any" and anywhere["sampled_problems"] == 40
     assert anywhere["grader"]["correct"] == 80 and anywhere["settings"] != boxed["settings"]
@@ -333,7 +335,7 @@ def test_a_pass_rate_is_the_share_the_trainer_scores_correct(
     if shape["loop"]:
         params.train.repetition_penalty = -1.5
     params.calibrate.keep_inclusive = "both"  # keep everything: the pass rates are what is checked
-    summary = calibration.calibrate_pool(params)
+    summary = calibration.calibrate_pool(calibration_target(params))
     assert summary["grader"]["total"] == 80
     solved = sum(r for r in pd.read_parquet(params.paths.curated / "calibrated.parquet")["correct"])
     assert solved == correct
@@ -393,7 +395,7 @@ def test_an_empty_pool_stops_calibrate_after_its_reports_and_names_the_knob(
         f"(histogram: {reports / 'histogram.csv'})"
     )
     with pytest.raises(StageError) as err:
-        calibration.calibrate_pool(params)
+        calibration.calibrate_pool(calibration_target(params))
     assert str(err.value) == expected
     # The reports are there to look at; the pool is not published, so train refuses it.
     assert json.loads((reports / "summary.json").read_text())["kept"] == 0
@@ -413,7 +415,7 @@ def test_an_empty_pool_stops_calibrate_after_its_reports_and_names_the_knob(
     # The knob named is the one that works.
     for key, value in fix.items():
         setattr(params.calibrate, key, value)
-    assert calibration.calibrate_pool(params)["kept"] == 40
+    assert calibration.calibrate_pool(calibration_target(params))["kept"] == 40
     verify(manifest_path(params.paths, "calibrate"), "calibrate")
 
 
@@ -421,15 +423,15 @@ def test_changing_the_model_invalidates_but_chunk_size_does_not(params: Params, 
     import torch
     from transformers import AutoModelForCausalLM
 
-    calibration.calibrate_pool(params)
+    calibration.calibrate_pool(calibration_target(params))
     params.calibrate.chunk_size = 7  # an execution knob: same settings, same cached draws
-    assert calibration.calibrate_pool(params)["sampled_problems"] == 0
+    assert calibration.calibrate_pool(calibration_target(params))["sampled_problems"] == 0
     folder = params.paths.models / "warmstart"
     model = AutoModelForCausalLM.from_pretrained(str(folder))
     with torch.no_grad():
         next(model.parameters()).add_(0.01)
     model.save_pretrained(folder)
-    assert calibration.calibrate_pool(params)["sampled_problems"] == 40
+    assert calibration.calibrate_pool(calibration_target(params))["sampled_problems"] == 40
 
 
 def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: Params, monkeypatch):
@@ -438,14 +440,14 @@ def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: P
     reference_params.paths.curated = params.paths.curated.parent / "reference"
     reference_params.paths.resume = params.paths.resume.parent / "reference-resume"  # its own cache
     shutil.copytree(params.paths.curated, reference_params.paths.curated)
-    calibration.calibrate_pool(reference_params)
+    calibration.calibrate_pool(calibration_target(reference_params))
 
     crashing = Counter(lead.io.sampling.make_sampler, fail_on_call=2)
     monkeypatch.setattr(lead.io.sampling, "make_sampler", crashing)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        calibration.calibrate_pool(params)
+        calibration.calibrate_pool(calibration_target(params))
     assert crashing.closed == 1  # the sampler is stopped even when sampling fails
-    cache_path = calibration.stage1_target(params).cache
+    cache_path = calibration_target(params).cache
     lines = [json.loads(line) for line in cache_path.read_text().splitlines()]
     assert [row["kind"] for row in lines].count("result") == 16  # the first chunk survived
     assert not output(params.paths, "calibrate", "pool").exists()
@@ -454,7 +456,7 @@ def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: P
 
     resumed = Counter(crashing.make)
     monkeypatch.setattr(lead.io.sampling, "make_sampler", resumed)
-    summary = calibration.calibrate_pool(params)
+    summary = calibration.calibrate_pool(calibration_target(params))
     assert (summary["sampled_problems"], summary["cached_problems"]) == (24, 16)
     assert len(resumed.prompts) == 24
     # Each problem is seeded by its text, so the resumed run drew exactly what the reference drew.
@@ -468,32 +470,40 @@ def test_an_interrupted_run_resumes_and_ends_like_an_uninterrupted_one(params: P
     middle = next(i for i, line in enumerate(lines) if '"result"' in line and i > 20)
     lines[middle] = lines[middle][: len(lines[middle]) // 2]
     cache_path.write_text("\n".join(lines) + "\n")
-    summary = calibration.calibrate_pool(params)
+    summary = calibration.calibrate_pool(calibration_target(params))
     assert (summary["sampled_problems"], summary["cached_problems"]) == (1, 39)
     pd.testing.assert_frame_equal(_out(params), _out(reference_params))
 
 
 def test_model_choice_and_missing_inputs_are_clear_errors(params: Params, scripted, tmp_path):
-    assert calibration.model_path(params) == params.paths.models / "warmstart"
+    assert (
+        calibration.model_path(params.model, params.paths.models, warm_start=params.warmstart.enabled)
+        == params.paths.models / "warmstart"
+    )
     params.warmstart.enabled = False
     params.model.base = str(params.paths.models / "warmstart")
-    assert calibration.model_path(params) == params.model.base
-    assert calibration.calibrate_pool(params)["problems"] == 40  # calibrates model.base directly
+    assert (
+        calibration.model_path(params.model, params.paths.models, warm_start=params.warmstart.enabled)
+        == params.model.base
+    )
+    assert (
+        calibration.calibrate_pool(calibration_target(params))["problems"] == 40
+    )  # calibrates model.base directly
     params.model.base = "tiny"
     with pytest.raises(ValueError, match="exists only after warm start"):
-        calibration.model_path(params)
+        calibration.model_path(params.model, params.paths.models, warm_start=params.warmstart.enabled)
     params.warmstart.enabled = True
     models, params.paths.models = params.paths.models, tmp_path / "nowhere"
     with pytest.raises(FileNotFoundError, match="run `lead warmstart` first"):
-        calibration.model_path(params)
+        calibration.model_path(params.model, params.paths.models, warm_start=params.warmstart.enabled)
     params.paths.models, curated, params.paths.curated = models, params.paths.curated, tmp_path / "empty"
     with pytest.raises(FileNotFoundError, match="run `lead curate` first"):
-        calibration.calibrate_pool(params)
+        calibration.calibrate_pool(calibration_target(params))
     # A pool that curate did not publish (a run killed between its writes) is refused, not calibrated.
     params.paths.curated = curated
     (curated / "train.parquet").write_bytes((curated / "train.parquet").read_bytes() + b" ")
     with pytest.raises(StaleOutputError, match="not the content curate published"):
-        calibration.calibrate_pool(params)
+        calibration.calibrate_pool(calibration_target(params))
 
 
 def test_cli_has_a_calibrate_command_in_pipeline_order():
@@ -513,7 +523,7 @@ def test_stage2_is_calibrated_with_stage2s_reward_rules_and_budget(params: Param
         "truncation": "graded",
         "max_completion_length": 6,
     }
-    judged = calibration.reward_judge(calibration.stage2_judge_keys(params))
+    judged = calibration.reward_judge(calibration.JudgeKeys.of(params.train, params.train.stage2.overrides))
     assert judged == calibration.reward_judge(params.train.stage2_train())
     assert judged["rules"].loops == "anywhere" and judged["rules"].truncation == "graded"
     assert judged["max_new_tokens"] == 6

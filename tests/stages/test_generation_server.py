@@ -23,7 +23,7 @@ from lead.io.sampling import (
     wait_for_server,
 )
 from lead.stages.curate import proxy_records
-from tests.conftest import SUFFIX, write_pool
+from tests.conftest import SUFFIX, calibration_target, write_pool
 
 
 def _free_port() -> int:
@@ -153,14 +153,17 @@ def test_calibrate_through_the_server_extends_an_in_process_cache(server, small_
     small_params.paths.curated.mkdir(parents=True, exist_ok=True)
 
     def records(**kwargs):
-        return [(r.correct, r.mean_length) for r in calibration.pool_records(small_params, **kwargs).records]
+        return [
+            (r.correct, r.mean_length)
+            for r in calibration.pool_records(calibration_target(small_params), **kwargs).records
+        ]
 
     write_pool(small_params, pool.iloc[:8])
     records()
     write_pool(small_params, pool)
-    cal = calibration.pool_records(small_params, server=url)
+    cal = calibration.pool_records(calibration_target(small_params), server=url)
     assert (cal.sampled, cal.backend) == (3, "vllm")
     through_server = [(r.correct, r.mean_length) for r in cal.records]
-    calibration.stage1_target(small_params).cache.unlink()
+    calibration_target(small_params).cache.unlink()
     from_scratch = records()
     assert sum(a == b for a, b in zip(from_scratch, through_server, strict=True)) >= 9
