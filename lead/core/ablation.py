@@ -286,7 +286,7 @@ def by_seed(runs: Sequence[Mapping[str, Any]], score: str) -> dict[int, Any]:
     return {int(r["seed"]): r.get(score) for r in runs}
 
 
-def judge(
+def judge_claims(
     variants: Mapping[str, Sequence[Mapping[str, Any]]], claims: Sequence[Claim] = CLAIMS
 ) -> list[dict[str, Any]]:
     """Every claim whose two variants were run: its paired difference (``diff``), the Pass@1 difference beside

@@ -15,8 +15,9 @@ right first, then cheap, and never to raise or hang on a model's output. One mod
 Pipeline for one (completion, gold) pair:
 
 1. **Extraction** (:mod:`.extract`) of both sides under a named rule (``extraction``): ``"any"`` -- math-verify's
-   priority list, the default of :func:`grade` and what evaluation and calibration use -- or the reward's
-   stricter ``"boxed"`` / ``"boxed_before_think"`` (the preset picks). A gold is read the same way, so a gold
+   priority list, the default of :func:`grade` and what evaluation uses -- or the reward's stricter
+   ``"boxed"`` / ``"boxed_before_think"`` (the preset picks; calibration counts with the reward's rule, so a pass
+   rate is the share the trainer will score correct). A gold is read the same way, so a gold
    that is a whole solution is graded by its boxed answer.
 2. When string work found an answer on both sides: clean-up, then the **fast paths** (exact, no sympy) and
    the **guards**. When it did not (a prediction that states its answer in prose), math-verify's own

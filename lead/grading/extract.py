@@ -2,8 +2,8 @@ r"""Answer extraction: where a completion states its final answer.
 
 Three named rules (:data:`Extraction`), chosen by the caller:
 
-* ``"any"`` -- evaluation, calibration and :func:`lead.grading.grade` without options: math-verify's
-  priority list. The last ``\boxed{}``/``\fbox{}`` (boxes that belong together -- several in one display
+* ``"any"`` -- evaluation and :func:`lead.grading.grade` without options (calibration uses the reward's rule):
+  math-verify's priority list. The last ``\boxed{}``/``\fbox{}`` (boxes that belong together -- several in one display
   formula, or joined only by "," / "and" / ``\quad`` -- form one answer, a list); then a final-answer phrase
   ("the final answer is", "answer:", in several languages); then the last LaTeX span; then the last
   number-like token of the last sentence. A completion that *is* only an answer (``-5``, ``$x \geq 5$``,

@@ -121,7 +121,7 @@ def run(params: Params) -> dict[str, Any]:
     cfg = params.ablation
     variants, baseline_runs, run_ids, curves = read_cells(params)
     summary = ablation.summarise({ablation.WARMSTART: baseline_runs, **variants})
-    claims = ablation.judge(variants)
+    claims = ablation.judge_claims(variants)
     gains = ablation.rl_gains(variants, baseline_runs)
     goal = ablation.target(summary, gains)
     notes = penalty_notes(params, summary)

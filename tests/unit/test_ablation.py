@@ -145,7 +145,7 @@ VARIANTS = seeds(
 
 
 def test_each_claim_is_judged_on_its_own_pair():
-    claims = {c["key"]: c for c in ablation.judge(VARIANTS)}
+    claims = {c["key"]: c for c in ablation.judge_claims(VARIANTS)}
     assert set(claims) == {"L", "E", "AD"}  # E (faithful) needs variants that did not run
     assert claims["L"]["verdict"] == "holds" and claims["L"]["diff"]["mean"] == pytest.approx(-17.0)
     assert claims["AD"]["verdict"] == "holds"  # +0.02, +0.02, +0.03 on the hardest levels
@@ -154,7 +154,7 @@ def test_each_claim_is_judged_on_its_own_pair():
 
 def test_shorter_but_less_accurate_does_not_make_the_length_claim_hold():
     worse = {**VARIANTS, "grpo_l": [{**r, "pass_at_1": r["pass_at_1"] - 0.05} for r in VARIANTS["grpo_l"]]}
-    claim = next(c for c in ablation.judge(worse) if c["key"] == "L")
+    claim = next(c for c in ablation.judge_claims(worse) if c["key"] == "L")
     assert claim["verdict"] == "contradicted" and claim["pass_at_1_diff"]["mean"] == pytest.approx(
         -0.0467, abs=1e-4
     )
@@ -183,7 +183,7 @@ def test_the_report_holds_every_table_and_verdict():
     summary = ablation.summarise({ablation.WARMSTART: rows(0.25, 0.24, 0.26), **VARIANTS})
     gains = ablation.rl_gains(VARIANTS, rows(0.25, 0.24, 0.26))
     text = markdown(
-        summary, ablation.target(summary, gains), ablation.judge(VARIANTS), gains, {"E": "two levels."}
+        summary, ablation.target(summary, gains), ablation.judge_claims(VARIANTS), gains, {"E": "two levels."}
     )
     assert "| warm start (no RL) | 3 | 0.250 ± 0.010 |" in text
     assert "| GRPO-LEAD | 3 |" in text
