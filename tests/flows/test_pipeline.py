@@ -163,7 +163,7 @@ def test_overrides_run_as_a_dvc_experiment_that_leaves_the_workspace_as_it_was(c
     assert "- **evaluate**: ran in " in summary
     assert f"proxy Pass@1 {result['stages']['evaluate']['proxy.pass_at_1']:.3f}, Len" in summary
     assert f"`{evaluate.info.run_id}`" in summary  # the stage's MLflow run (an sqlite store: by its id)
-    assert all(f"| {stage} | " in summary for stage in STAGES)
+    assert all(f"- **{stage}**: " in summary for stage in STAGES)
 
 
 def _flow_run(state):
