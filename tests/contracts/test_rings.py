@@ -54,3 +54,45 @@ def test_a_stage_is_a_thin_script(path):
     # The work lives in libraries (lead.training, lead.calibration, lead.evaluation, lead.registration, ...): a
     # stage checks, calls them and publishes. A stage that grows past this has a library hiding in it.
     assert len(path.read_text().splitlines()) <= 200, f"{path.name}: move its work into a library"
+
+
+# Who may take the whole Params: the stages (each reads its sections once and passes on what a library needs),
+# the CLI and the config package. The modules after them still take it and are being converted; none may be
+# added to this list.
+WHOLE_PARAMS = ("lead/stages/", "lead/cli.py", "lead/config/")
+NOT_YET_CONVERTED = {
+    "flows/pipeline.py",
+    "lead/checks.py",
+    "lead/training/grpo_config.py",
+    "lead/training/identity.py",
+    "lead/training/inputs.py",
+    "lead/training/phase.py",
+    "lead/training/reports.py",
+    "lead/training/warmstart.py",
+}
+
+
+def takes_params(path: Path) -> list[str]:
+    """The functions of ``path`` with a parameter annotated ``Params``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            if any(
+                a.annotation is not None and ast.unparse(a.annotation).strip("'\"") == "Params" for a in args
+            ):
+                found.append(node.name)
+    return found
+
+
+def test_libraries_and_flows_get_the_sections_they_need_not_the_whole_params():
+    files = sorted([*(ROOT / "lead").rglob("*.py"), *(ROOT / "flows").rglob("*.py")])
+    taking = {
+        str(p.relative_to(ROOT)): names
+        for p in files
+        if (names := takes_params(p)) and not str(p.relative_to(ROOT)).startswith(WHOLE_PARAMS)
+    }
+    assert set(taking) <= NOT_YET_CONVERTED, {k: v for k, v in taking.items() if k not in NOT_YET_CONVERTED}
+    assert set(taking) == NOT_YET_CONVERTED, (
+        f"converted, take it off the list: {NOT_YET_CONVERTED - set(taking)}"
+    )
