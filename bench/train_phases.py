@@ -57,11 +57,11 @@ def measure(use_vllm: bool) -> tuple[dict[str, float], float, float]:
     seconds the trainer took to build (with vLLM: its colocated engine's start)."""
     from bench.trainer import _trainer
     from lead.config import load_params
-    from lead.training.inputs import training_rows
+    from lead.training.inputs import Inputs, training_rows
 
     params = load_params("params.yaml")
     params.train.use_vllm = use_vllm
-    rows = training_rows(params)
+    rows = training_rows(Inputs(params.paths, params.model, warm_start=params.warmstart.enabled))
     spent: dict[str, float] = collections.defaultdict(float)
     originals = _timed(spent)
     try:

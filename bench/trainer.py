@@ -47,21 +47,23 @@ def _trainer(kind: str, params, rows, out: Path, steps: int):
 
     from lead.io.sampling import context_window
     from lead.training.grpo_config import grpo_config
-    from lead.training.inputs import start_model
+    from lead.training.inputs import Inputs, start_model
     from lead.training.presets import resolve
     from lead.training.trainer import LEADTrainer, outcome_reward_func
 
     params.train.max_steps = steps
-    config = grpo_config(params, out, context=context_window(start_model(params)))
+    start = start_model(Inputs(params.paths, params.model, warm_start=params.warmstart.enabled))
+    bound = params.curate.max_prompt_tokens
+    config = grpo_config(params.train, out, max_prompt_tokens=bound, context=context_window(start))
     config.report_to = []
     config.save_strategy = "no"
     settings = resolve(params.train).lead
     timer = _StepTimer()
     common = dict(
-        model=start_model(params),
+        model=start,
         args=config,
         train_dataset=Dataset.from_list(rows),
-        processing_class=AutoTokenizer.from_pretrained(start_model(params)),
+        processing_class=AutoTokenizer.from_pretrained(start),
         callbacks=[timer.callback],
     )
     if kind == "lead":
@@ -75,10 +77,10 @@ def _trainer(kind: str, params, rows, out: Path, steps: int):
 def measure(steps: int = 10, rounds: int = 2) -> dict:
     """Median seconds per step of each trainer and LEAD's overhead ratio."""
     from lead.config import load_params
-    from lead.training.inputs import training_rows
+    from lead.training.inputs import Inputs, training_rows
 
     params = load_params("params.yaml")
-    rows = training_rows(params)
+    rows = training_rows(Inputs(params.paths, params.model, warm_start=params.warmstart.enabled))
     times: dict[str, list[float]] = {"grpo": [], "lead": []}
     with tempfile.TemporaryDirectory() as tmp:
         for kind in alternating(("grpo", "lead"), rounds):

@@ -43,8 +43,8 @@ def _trainer(params, records, micro_batches: int, bf16: bool, scratch: Path):
     params = params.model_copy(deep=True)
     params.warmstart.micro_batches = micro_batches
     torch.manual_seed(params.warmstart.seed)
-    model, tokenizer = base_model_and_tokenizer(params, records)
-    args = sft_config(params, scratch)
+    model, tokenizer = base_model_and_tokenizer(params.model, records, params.warmstart.seed)
+    args = sft_config(params.warmstart, params.model, scratch)
     args.max_steps, args.report_to, args.bf16, args.logging_steps = STEPS, [], bf16, STEPS
     timer = _StepTimer()
     trainer = SFTTrainer(
@@ -73,7 +73,7 @@ def run() -> Result:
     from lead.training.warmstart import proxy_sft_records
 
     params = load_params()
-    records = proxy_sft_records(params)
+    records = proxy_sft_records(params.warmstart, params.curate.proxy, params.model.prompt_suffix)
     settings = _settings(params.warmstart.micro_batches)
     steps: dict[str, list[float]] = {name: [] for name in settings}
     padding: dict[str, float] = {}

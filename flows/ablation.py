@@ -318,7 +318,7 @@ def _ablation(
     if shutil.which(dvc_executable()) is None:
         raise FileNotFoundError("dvc is not installed in this environment (make setup)")
     logger = get_run_logger()
-    with flow_place(root, params, overrides, "lead-ablation", "ablation-flow") as place:
+    with flow_place(root, params.tracking, overrides, "lead-ablation", "ablation-flow") as place:
         run_dir, uri, name = place.run_dir, place.tracking_uri, place.experiment
         parent_id = place.parent.info.run_id
         mlflow.log_params({"overrides": " ".join(overrides) or "-", "concurrency": concurrency})

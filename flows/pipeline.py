@@ -77,7 +77,7 @@ from flows.commands import CommandError, dvc_executable, git, run, stage_env
 from flows.experiment import clean_stale, experiment_copy, push_experiment, save_experiment
 from flows.prefect_api import STOPPING, Override, check_then_start, completed, state_name, stopped
 from flows.summary import OUTCOMES, StageRow, closing_line, markdown, results, stage_line
-from lead.config import Params, ParamsError, load_params
+from lead.config import ParamsError, TrackingParams, load_params
 from lead.dag import REGISTRY, STAGES, manifest_path, summary_file
 
 # Sampling engines and the tracking store can fail transiently; training resumes from its checkpoints.
@@ -136,7 +136,7 @@ class FlowPlace:
 
 @contextlib.contextmanager
 def flow_place(
-    root: Path, params: Params, overrides: list[str], run_name: str, stage: str
+    root: Path, tracking: TrackingParams, overrides: list[str], run_name: str, stage: str
 ) -> Iterator[FlowPlace]:
     """Hold the workspace lock, clear what a killed flow left, then run in the workspace (no overrides) or in a
     DVC-experiment copy of it with ``overrides`` written in, under one MLflow parent run (``run_name``, tag
@@ -149,8 +149,8 @@ def flow_place(
     # chdir: the tracking URI's default (an sqlite file) is found from the workspace
     with workspace_lock(root), contextlib.chdir(root):
         clean_stale(root)
-        uri = tracking_uri(params.tracking)
-        use_experiment(params.tracking)
+        uri = tracking_uri(tracking)
+        use_experiment(tracking)
         name = f"{flow_run.name}-{str(flow_run.id)[:8]}" if overrides else None
         copy = (
             experiment_copy(root, str(flow_run.id), overrides) if overrides else contextlib.nullcontext(root)
@@ -319,7 +319,7 @@ def _pipeline(
         raise FileNotFoundError("dvc is not installed in this environment (make setup)")
     logger = get_run_logger()
 
-    with flow_place(root, params, overrides, "lead-pipeline", "pipeline") as place:
+    with flow_place(root, params.tracking, overrides, "lead-pipeline", "pipeline") as place:
         run_dir, uri, parent, name = place.run_dir, place.tracking_uri, place.parent, place.experiment
         mlflow.log_params({"overrides": " ".join(overrides) or "-", "stages": ",".join(chosen)})
         mlflow.log_artifact(str(run_dir / "params.yaml"))

@@ -579,7 +579,7 @@ def calibrate(target: Target, tracking: TrackingParams, **extra: Any) -> dict[st
     params logged), the summary logged to it."""
     from lead.io.tracking import stage_run
 
-    logged = {"calibrate": target.cfg.model_dump(mode="json", by_alias=True)}
+    logged = {"calibrate": target.cfg.as_written()}
     with stage_run(tracking, target.stage, logged=logged):
         summary = calibrate_pool(target, extra=extra)
         log_to_mlflow(summary, target)

@@ -9,15 +9,15 @@ the ``params`` stage that ``dvc repro`` runs first, ``lead params --check``, the
 
 from __future__ import annotations
 
-from lead.config import Params, ParamsError
+from lead.config import CurateParams, ParamsError, PathParams, TrainParams
 
 
-def check_params(params: Params) -> None:
-    """Raise one :class:`ParamsError` naming every problem the schema could not see."""
+def check_params(curate: CurateParams, train: TrainParams, paths: PathParams) -> None:
+    """Raise one :class:`ParamsError` naming every problem the schema could not see in these sections."""
     from lead.io.sources import missing_sources
     from lead.training.grpo_config import check_train_settings
 
-    check_train_settings(params)
-    missing = missing_sources(params.curate.sources, params.paths.raw)
+    check_train_settings(train, paths, max_prompt_tokens=curate.max_prompt_tokens)
+    missing = missing_sources(curate.sources, paths.raw)
     if missing:
         raise ParamsError("\n".join(missing))

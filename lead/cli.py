@@ -169,9 +169,7 @@ def params(
             remember(path)
         console.print(f"{path}: valid", highlight=False)
         return
-    console.print(
-        yaml.safe_dump(resolved.model_dump(mode="json", by_alias=True), sort_keys=False), highlight=False
-    )
+    console.print(yaml.safe_dump(resolved.as_written(), sort_keys=False), highlight=False)
 
 
 def _check(resolved: Params) -> None:
@@ -180,7 +178,7 @@ def _check(resolved: Params) -> None:
     from lead.checks import check_params
 
     try:
-        check_params(resolved)
+        check_params(resolved.curate, resolved.train, resolved.paths)
     except ParamsError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -225,7 +223,7 @@ def warmstart(
     if report:
         from lead.training.warmstart import report as sample_report
 
-        rows = sample_report(cfg, backend)
+        rows = sample_report(cfg.warmstart.report, cfg.curate, cfg.paths, cfg.model.prompt_suffix, backend)
         r = cfg.warmstart.report
         table = Table(
             title=f"warm-started model on proxy training problems ({r.samples} samples, T={r.temperature})"

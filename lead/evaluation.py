@@ -374,9 +374,7 @@ def evaluate(
     out = output_dir(paths)
     out.mkdir(parents=True, exist_ok=True)
 
-    with stage_run(
-        tracking, "evaluate", logged={"evaluate": ev.model_dump(mode="json", by_alias=True)}
-    ) as run:
+    with stage_run(tracking, "evaluate", logged={"evaluate": ev.as_written()}) as run:
         started = time.perf_counter()
         # vLLM's engine is sized to the longest prompt + budget, not the model's full context.
         sampler = make_sampler(

@@ -565,9 +565,7 @@ def _register_new(
         f"{e['max_new_tokens']} tokens, protocol {proto}"
     )
     name = reg.model_name
-    with stage_run(
-        tracking, "register", logged={"register": reg.model_dump(mode="json", by_alias=True)}
-    ) as run:
+    with stage_run(tracking, "register", logged={"register": reg.as_written()}) as run:
         lineage = _lineage(client, ev, run, models=paths.models, preset=preset)
         # The version's Source Run is this run: it holds the evidence, so that the UI's run page and its
         # version Compare show the registered figures and the params they were trained and evaluated with.

@@ -145,6 +145,21 @@ def calibration_target(params: Params):
     )
 
 
+def rl_inputs(params: Params):
+    """Where RL finds its start model and pool (:class:`lead.training.inputs.Inputs`), as the train stage says."""
+    from lead.training.inputs import Inputs
+
+    return Inputs(params.paths, params.model, warm_start=params.warmstart.enabled)
+
+
+def train_from_start(params: Params, final, ckpt) -> dict:
+    """Stage 1's :func:`lead.training.phase.train` of ``params`` into ``final`` (checkpoints in ``ckpt``)."""
+    from lead.training.phase import Phase, train
+
+    phase = Phase(params.train, params.curate.max_prompt_tokens, final, ckpt)
+    return train(phase, rl_inputs(params), params.tracking)
+
+
 def write_pool(params: Params, pool) -> None:
     """Write ``pool`` (a DataFrame) as curate's training pool and publish it as curate does (the stages that
     read ``train.parquet`` refuse one that curate's manifest does not name)."""

@@ -33,6 +33,11 @@ class Section(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_by_name=True)
 
+    def as_written(self) -> dict[str, Any]:
+        """The section as params.yaml writes it (aliases as keys, plain JSON values): what a stage's MLflow run
+        logs as its params (:func:`lead.io.tracking.stage_run`)."""
+        return self.model_dump(mode="json", by_alias=True)
+
     @field_validator("*", mode="before")
     @classmethod
     def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:

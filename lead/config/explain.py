@@ -138,7 +138,7 @@ def explain(entry: Entry, params: Params, source: str) -> str:
         default = "required" if field.is_required() else _show(field.get_default(call_default_factory=True))
         lines.append(f"type:        {kind}" + (f" ({', '.join(limits)})" if limits else ""))
         if kind != "section":  # a section's default is the defaults of its keys, listed below
-            current = _value_at(params.model_dump(mode="json", by_alias=True), entry.key.split("."))
+            current = _value_at(params.as_written(), entry.key.split("."))
             where = f"from {source}" + (f", one per entry of {entry.entries_of}" if entry.entries_of else "")
             lines += [f"default:     {default}", f"value:       {_show(current)}  ({where})"]
         lines.append(f"description: {field.description or ''}")

@@ -98,10 +98,7 @@ class Params(Section):
         """The sections ``names`` as params.yaml writes them (``register``, not the attribute ``register_``):
         what a stage's MLflow run logs as its params (:func:`lead.io.tracking.stage_run`)."""
         return {
-            name: getattr(self, "register_" if name == "register" else name).model_dump(
-                mode="json", by_alias=True
-            )
-            for name in names
+            name: getattr(self, "register_" if name == "register" else name).as_written() for name in names
         }
 
     @model_validator(mode="after")

@@ -63,7 +63,8 @@ def run(params: Params, variant: str | None = None, seed: int = 0) -> dict[str, 
     from lead.evaluation import evaluate
     from lead.io.tracking import stage_run
     from lead.training.grpo_config import check_train_settings
-    from lead.training.phase import train
+    from lead.training.inputs import Inputs
+    from lead.training.phase import Phase, train
 
     started = time.perf_counter()
     p = cell_params(params, variant, seed)
@@ -74,9 +75,11 @@ def run(params: Params, variant: str | None = None, seed: int = 0) -> dict[str, 
     with stage_run(p.tracking, "ablation_cell", name=ablation.cell_name(name, seed), tags=tags) as run:
         trained: dict[str, Any] = {}
         if variant is not None:
-            check_train_settings(p)
+            bound = p.curate.max_prompt_tokens
+            check_train_settings(p.train, p.paths, max_prompt_tokens=bound)
             model = cell_output(params.paths, variant, seed, "model")
-            trained = train(p, model, cell_resume_dir(params.paths, variant, seed))
+            phase = Phase(p.train, bound, model, cell_resume_dir(params.paths, variant, seed))
+            trained = train(phase, Inputs(p.paths, p.model, warm_start=p.warmstart.enabled), p.tracking)
         metrics = evaluate(p.evaluate, p.model, p.paths, p.tracking)
         scores = ablation.cell_scores(metrics, p.evaluate.samples)
         mlflow.log_metrics(

@@ -29,7 +29,7 @@ RECORD = {"params.yaml": "valid"}  # constant: a valid file's check changes noth
 
 def run(params: Params) -> dict[str, Any]:
     """Check params.yaml before any other stage runs; write the (constant) record."""
-    check_params(params)
+    check_params(params.curate, params.train, params.paths)
     write_json(output(params.paths, "params", "record"), RECORD)
     return dict(RECORD)
 

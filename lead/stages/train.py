@@ -25,7 +25,8 @@ from lead.dag import output, resume_dir
 from lead.stages._common import as_process, stage_main
 from lead.training.distributed import distributed_state
 from lead.training.grpo_config import check_train_settings
-from lead.training.phase import train
+from lead.training.inputs import Inputs
+from lead.training.phase import Phase, train
 from lead.training.reports import publish_training
 
 STAGE = "train"
@@ -38,10 +39,14 @@ def model_dir(params: Params) -> Path:
 def run(params: Params) -> dict[str, Any]:
     """Train with GRPO-LEAD from the warm-started model and save the final model to ``<paths.models>/train``.
     Curriculum stage 2 is the next DVC stage (``train_stage2``)."""
-    check_train_settings(params)  # before any work: the settings only TRL or the launch can judge
+    bound = params.curate.max_prompt_tokens
+    # Before any work: the settings only TRL or the launch can judge.
+    check_train_settings(params.train, params.paths, max_prompt_tokens=bound)
     state = distributed_state()
-    summary = train(params, model_dir(params), resume_dir(params.paths, STAGE))
-    publish_training(state, params, STAGE, summary, curves=True)
+    phase = Phase(params.train, bound, model_dir(params), resume_dir(params.paths, STAGE), STAGE)
+    inputs = Inputs(params.paths, params.model, warm_start=params.warmstart.enabled)
+    summary = train(phase, inputs, params.tracking)
+    publish_training(state, params.paths, STAGE, summary, curves=True)
     return {k: v for k, v in summary.items() if k != "curve"}
 
 

@@ -28,8 +28,8 @@ from lead.io.fingerprint import StaleOutputError, publish, verify
 from lead.stages._common import as_process, stage_main
 from lead.training.distributed import distributed_state, from_main
 from lead.training.grpo_config import check_train_settings
-from lead.training.inputs import as_prompts, training_rows
-from lead.training.phase import train_phase
+from lead.training.inputs import Inputs, as_prompts, training_rows
+from lead.training.phase import Phase, train_phase
 from lead.training.reports import publish_training, write_headline
 
 STAGE = "train_stage2"
@@ -74,19 +74,22 @@ def run(params: Params) -> dict[str, Any]:
                 tmp.mkdir()
                 write_json(tmp / DISABLED, summary)
             write_json(report, summary)
-            headline = write_headline(params, STAGE, summary)
+            headline = write_headline(params.paths, STAGE, summary)
             publish(manifest, STAGE, [report, headline], model=None)
         return summary
-    check_train_settings(params)  # TRL's and the launch's judgement before any hashing or loading
+    bound = params.curate.max_prompt_tokens
+    # TRL's and the launch's judgement before any hashing or loading.
+    check_train_settings(params.train, params.paths, max_prompt_tokens=bound)
     start, start_fingerprint = from_main(state, lambda: published_model(params.paths, "train"))
-    _, dev = difficulty.split_dev(training_rows(params), params.train.dev_problems, params.train.seed)
+    inputs = Inputs(params.paths, params.model, warm_start=params.warmstart.enabled)
+    _, dev = difficulty.split_dev(training_rows(inputs), params.train.dev_problems, params.train.seed)
     rows = stage2_rows(params, {r["id"] for r in dev}, start_fingerprint)
-    params2 = params.model_copy(update={"train": params.train.stage2_train()})
+    phase = Phase(params.train.stage2_train(), bound, model, resume_dir(params.paths, STAGE), STAGE)
     summary = train_phase(
-        params2, rows, dev, str(start), model, resume_dir(params.paths, STAGE), STAGE, start_fingerprint
+        phase, rows, dev, params.tracking, start=str(start), start_fingerprint=start_fingerprint
     )
     summary = {"enabled": True, **summary}
-    publish_training(state, params, STAGE, summary)
+    publish_training(state, params.paths, STAGE, summary)
     summary.pop("curve", None)
     return summary
 

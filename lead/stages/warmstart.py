@@ -16,7 +16,7 @@ from lead.training.warmstart import warm_start
 
 def run(params: Params) -> dict[str, Any]:
     """Fine-tune the base model on warm-start traces and save it to ``<paths.models>/warmstart``."""
-    return warm_start(params)
+    return warm_start(params.warmstart, params.model, params.curate.proxy, params.paths, params.tracking)
 
 
 def main(argv: list[str] | None = None) -> None:

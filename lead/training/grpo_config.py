@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lead.config import Params, ParamsError, did_you_mean
+from lead.config import ParamsError, PathParams, TrainParams, did_you_mean
 from lead.dag import resume_dir
 from lead.training.batching import Batching, micro_batching
 from lead.training.presets import Resolved, resolve
@@ -36,10 +36,12 @@ def world_size() -> int:
 
 @dataclass(frozen=True)
 class Launch:
-    """What the fields' values are computed from: the params, the preset resolved, the batch split over the
-    launch's processes, the checkpoint folder, CUDA or not, and the model's context window (None = unknown)."""
+    """What the fields' values are computed from: the train section, the prompt bound (``curate.max_prompt_tokens``),
+    the preset resolved, the batch split over the launch's processes, the checkpoint folder, CUDA or not, and the
+    model's context window (None = unknown)."""
 
-    params: Params
+    train: TrainParams
+    max_prompt_tokens: int
     resolved: Resolved
     batch: Batching
     output_dir: Path
@@ -49,11 +51,7 @@ class Launch:
     @property
     def longest(self) -> int:
         """The longest sequence vLLM must hold: prompt bound + the chat template's allowance + completion."""
-        return (
-            self.params.curate.max_prompt_tokens
-            + CHAT_TEMPLATE_TOKENS
-            + self.params.train.max_completion_length
-        )
+        return self.max_prompt_tokens + CHAT_TEMPLATE_TOKENS + self.train.max_completion_length
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,7 @@ class Setting:
 
 def _train(key: str, field: str | None = None) -> Setting:
     """A field that is ``train.<key>`` as it stands in params."""
-    return Setting(field or key, f"train.{key}", lambda launch: getattr(launch.params.train, key))
+    return Setting(field or key, f"train.{key}", lambda launch: getattr(launch.train, key))
 
 
 def _preset(key: str, field: str | None = None) -> Setting:
@@ -81,7 +79,7 @@ def _fixed(field: str, value: Any, why: str) -> Setting:
 
 
 def _best(launch: Launch) -> bool:
-    return launch.params.train.checkpoint == "best"
+    return launch.train.checkpoint == "best"
 
 
 _BATCH = "train.batch_size and train.micro_batch_tokens"
@@ -129,7 +127,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "eval_strategy",
         "train.dev_problems and train.eval_steps",
-        lambda launch: "steps" if launch.params.train.dev_problems else "no",
+        lambda launch: "steps" if launch.train.dev_problems else "no",
     ),
     _train("eval_steps"),
     Setting("per_device_eval_batch_size", _BATCH, lambda launch: launch.batch.eval_per_device),
@@ -141,7 +139,7 @@ SETTINGS: tuple[Setting, ...] = (
     _fixed("report_to", ["mlflow"], "the stage's MLflow run (tracking.uri, tracking.experiment)"),
     _fixed("disable_tqdm", True, "the stage draws its own progress bar"),
     Setting("use_cpu", "fixed: CUDA when there is one", lambda launch: not launch.cuda),
-    Setting("bf16", "train.bf16", lambda launch: launch.cuda and launch.params.train.bf16),
+    Setting("bf16", "train.bf16", lambda launch: launch.cuda and launch.train.bf16),
     _train("gradient_checkpointing"),
     _train("use_vllm"),
     _train("vllm_mode"),
@@ -176,17 +174,24 @@ LEAD_OWNS = {
 
 
 def grpo_config_kwargs(
-    params: Params, output_dir: Path, *, world: int, cuda: bool, context: int | None = None
+    train: TrainParams,
+    output_dir: Path,
+    *,
+    max_prompt_tokens: int,
+    world: int,
+    cuda: bool,
+    context: int | None = None,
 ) -> dict[str, Any]:
-    """The keyword arguments of :func:`grpo_config` for ``world`` processes, with or without CUDA: every row of
+    """The keyword arguments of :func:`grpo_config` for the ``train`` section (prompts of at most
+    ``max_prompt_tokens``), ``world`` processes, with or without CUDA: every row of
     :data:`SETTINGS`, then ``train.grpo_config`` (a key the table sets, or one :data:`LEAD_OWNS`, is a
     :class:`ParamsError` saying what to set instead). Pure (no torch or TRL import), so the settings of a launch
     can be checked anywhere."""
-    t = params.train
+    t = train
     # The token budget counts the bounds params state (prompt + completion), not the chat template's allowance.
-    sequence = params.curate.max_prompt_tokens + t.max_completion_length
+    sequence = max_prompt_tokens + t.max_completion_length
     batch = micro_batching(t.batch_size, t.num_generations, world, sequence, t.micro_batch_tokens)
-    launch = Launch(params, resolve(t), batch, output_dir, cuda, context)
+    launch = Launch(t, max_prompt_tokens, resolve(t), batch, output_dir, cuda, context)
     own = {s.field: s.value(launch) for s in SETTINGS}
     clash = [key for key in t.grpo_config if key in own]
     owned = [key for key in t.grpo_config if key in LEAD_OWNS]
@@ -203,8 +208,8 @@ def grpo_config_kwargs(
     return {**own, **t.grpo_config}
 
 
-def grpo_config(params: Params, output_dir: Path, *, context: int | None = None):
-    """TRL ``GRPOConfig`` from ``params.train`` with the preset applied (fully on-policy, constant lr), for
+def grpo_config(train: TrainParams, output_dir: Path, *, max_prompt_tokens: int, context: int | None = None):
+    """TRL ``GRPOConfig`` from the ``train`` section with the preset applied (fully on-policy, constant lr), for
     the :func:`world_size` processes of this launch (:func:`grpo_config_kwargs`). ``train.grpo_config``
     keys that are not GRPOConfig's fields, or values GRPOConfig refuses, are a :class:`ParamsError`.
 
@@ -214,9 +219,14 @@ def grpo_config(params: Params, output_dir: Path, *, context: int | None = None)
     from trl import GRPOConfig
 
     kwargs = grpo_config_kwargs(
-        params, output_dir, world=world_size(), cuda=torch.cuda.is_available(), context=context
+        train,
+        output_dir,
+        max_prompt_tokens=max_prompt_tokens,
+        world=world_size(),
+        cuda=torch.cuda.is_available(),
+        context=context,
     )
-    extra = params.train.grpo_config
+    extra = train.grpo_config
     if not extra:
         return GRPOConfig(**kwargs)
     check_grpo_fields(extra)
@@ -262,19 +272,22 @@ def check_grpo_fields(extra: dict[str, Any]) -> None:
         )
 
 
-def check_train_settings(params: Params) -> None:
+def check_train_settings(train: TrainParams, paths: PathParams, *, max_prompt_tokens: int) -> None:
     """Build the GRPOConfig of stage 1 and, when it runs, of curriculum stage 2 as :func:`grpo_config` will, so
     that every train setting that only TRL or the launch can judge fails before any work: the batch split over
     :func:`world_size` processes, ``train.grpo_config`` (names and values; TRL is imported only for a non-empty
     one). The training stages' first lines and ``lead params`` call it."""
-    runs = [(params, "train")]
-    if params.train.stage2.enabled:
-        runs.append((params.model_copy(update={"train": params.train.stage2_train()}), "train_stage2"))
-    for p, stage in runs:
-        if p.train.grpo_config:
-            grpo_config(p, resume_dir(p.paths, stage))
+    runs = [(train, "train")]
+    if train.stage2.enabled:
+        runs.append((train.stage2_train(), "train_stage2"))
+    for section, stage in runs:
+        folder = resume_dir(paths, stage)
+        if section.grpo_config:
+            grpo_config(section, folder, max_prompt_tokens=max_prompt_tokens)
         else:
-            grpo_config_kwargs(p, resume_dir(p.paths, stage), world=world_size(), cuda=False)
+            grpo_config_kwargs(
+                section, folder, max_prompt_tokens=max_prompt_tokens, world=world_size(), cuda=False
+            )
 
 
 def lora_config(lora):

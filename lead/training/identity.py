@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lead.config import Params
+from lead.config import TrainParams
 from lead.io.files import atomic_path, link_tree
 from lead.io.fingerprint import code_fingerprint, model_fingerprint, rows_fingerprint, value_fingerprint
 
@@ -38,21 +38,25 @@ def library_versions(names: tuple[str, ...] = TRAINING_LIBRARIES) -> dict[str, s
 
 
 def run_identity(
-    params: Params, start_fingerprint: str, rows: list[dict[str, Any]], dev: list[dict[str, Any]]
+    train: TrainParams,
+    max_prompt_tokens: int,
+    start_fingerprint: str,
+    rows: list[dict[str, Any]],
+    dev: list[dict[str, Any]],
 ) -> str:
-    """What a training result depends on, by content: the resolved train settings (without ``train.stage2``,
-    which is the next DVC stage's), the start model's :func:`~lead.io.fingerprint.model_fingerprint`, the training
-    and dev rows, the prompt bound that sizes vLLM's context, the training code (:data:`TRAINING_CODE`: a
-    fixed reward is another result) and the versions of the libraries that train (:func:`library_versions`).
-    Checkpoints are resumed, and a finished run reused, only when this matches; where the start model or
-    rows live plays no part."""
+    """What a training result depends on, by content: the train section (without ``train.stage2``, which is the
+    next DVC stage's), the start model's :func:`~lead.io.fingerprint.model_fingerprint`, the training and dev
+    rows, the prompt bound that sizes vLLM's context (``max_prompt_tokens``), the training code
+    (:data:`TRAINING_CODE`: a fixed reward is another result) and the versions of the libraries that train
+    (:func:`library_versions`). Checkpoints are resumed, and a finished run reused, only when this matches;
+    where the start model or rows live plays no part."""
     return value_fingerprint(
         {
-            "train": params.train.model_dump(mode="json", exclude={"stage2"}),
+            "train": train.model_dump(mode="json", exclude={"stage2"}),
             "start": start_fingerprint,
             "rows": rows_fingerprint(rows),
             "dev": rows_fingerprint(dev),
-            "max_prompt_tokens": params.curate.max_prompt_tokens,
+            "max_prompt_tokens": max_prompt_tokens,
             "code": code_fingerprint(TRAINING_CODE),
             "libraries": library_versions(),
         }

@@ -3,30 +3,41 @@ published (never a file of an unfinished run, never pass rates measured on anoth
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lead.config import Params
+from lead.config import ModelParams, PathParams
 from lead.dag import StageError, manifest_path, output
 from lead.io.fingerprint import StaleOutputError, verify
 from lead.io.summaries import empty_pool_message
 
 
-def start_model(params: Params) -> str:
+@dataclass(frozen=True)
+class Inputs:
+    """Where RL finds its start model and its pool: the paths, the model section (``model.base``, the prompt
+    suffix) and whether the warm start ran (``warmstart.enabled``; else RL starts from ``model.base``)."""
+
+    paths: PathParams
+    model: ModelParams
+    warm_start: bool
+
+
+def start_model(inputs: Inputs) -> str:
     """Where RL starts: the warm-started model, or ``model.base`` when the warm start is off."""
-    return str(params.paths.models / "warmstart") if params.warmstart.enabled else params.model.base
+    return str(output(inputs.paths, "warmstart", "model")) if inputs.warm_start else inputs.model.base
 
 
-def pool_source(params: Params) -> tuple[str, Path]:
+def pool_source(paths: PathParams) -> tuple[str, Path]:
     """(stage, file) of the RL pool: calibrate's ``calibrated.parquet`` when calibration ran, else curate's
     ``train.parquet``."""
-    calibrated = output(params.paths, "calibrate", "pool")
+    calibrated = output(paths, "calibrate", "pool")
     if calibrated.exists():
         return "calibrate", calibrated
-    return "curate", output(params.paths, "curate", "train")
+    return "curate", output(paths, "curate", "train")
 
 
-def training_rows(params: Params, start_fingerprint: str | None = None) -> list[dict[str, Any]]:
+def training_rows(inputs: Inputs, start_fingerprint: str | None = None) -> list[dict[str, Any]]:
     """The RL pool: calibrated rows marked ``keep`` when calibration ran, else the curated training set,
     checked against the manifest its stage published (never a file of an unfinished run) and, given the
     start model's fingerprint, refused when calibration measured another model (a newer warm start). An
@@ -34,10 +45,11 @@ def training_rows(params: Params, start_fingerprint: str | None = None) -> list[
     import pyarrow.parquet as pq
     from datasets import Dataset
 
-    stage, path = pool_source(params)
+    paths = inputs.paths
+    stage, path = pool_source(paths)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no training pool; run `lead curate` (and `lead calibrate`) first")
-    published = verify(manifest_path(params.paths, stage), stage, [path])
+    published = verify(manifest_path(paths, stage), stage, [path])
     measured = published.get("model")
     if start_fingerprint and stage == "calibrate" and measured != start_fingerprint:
         raise StaleOutputError(
@@ -51,18 +63,18 @@ def training_rows(params: Params, start_fingerprint: str | None = None) -> list[
         if stage == "curate":
             raise StageError(
                 f"{path}: the curated pool is empty, nothing to train on; check curate.sources and the "
-                f"curation report ({params.paths.reports / 'curate'})"
+                f"curation report ({paths.reports / 'curate'})"
             )
         # calibrate now stops before publishing an empty pool; this one was published without that check.
         samples = pool[0]["k"] if pool else 0
         why = empty_pool_message(
             [r["correct"] for r in pool],
             samples,
-            reports=params.paths.reports,
-            base=None if params.warmstart.enabled else params.model.base,
+            reports=paths.reports,
+            base=None if inputs.warm_start else inputs.model.base,
         )
         raise StageError(f"{path}: nothing to train on: {why}; then run the calibrate stage again")
-    return as_prompts(rows, params.model.prompt_suffix)
+    return as_prompts(rows, inputs.model.prompt_suffix)
 
 
 def as_prompts(rows: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import contextlib
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lead.config import Params
+from lead.config import TrackingParams, TrainParams
 from lead.core import difficulty
 from lead.io.files import write_json, writing
 from lead.io.fingerprint import model_fingerprint
@@ -26,36 +27,48 @@ from lead.training.identity import (
     restore_finished,
     run_identity,
 )
-from lead.training.inputs import start_model, training_rows
+from lead.training.inputs import Inputs, start_model, training_rows
 from lead.training.presets import resolve
 from lead.training.reports import curve_point
 
 
-def train(params: Params, final: Path, ckpt: Path, stage: str = "train") -> dict[str, Any]:
-    """Stage 1: from :func:`~lead.training.inputs.start_model` on the training pool less its dev split, the
-    model saved to ``final``, its checkpoints in ``ckpt``; the summary of :func:`train_phase`."""
+@dataclass(frozen=True)
+class Phase:
+    """One RL phase: its ``train`` section, the prompt bound (``curate.max_prompt_tokens``: it sizes vLLM's
+    context and is part of the run's identity), where the model goes (``final``) and the checkpoints
+    (``ckpt``), and the ``stage`` that names the DVC stage, the MLflow run and its tag."""
+
+    train: TrainParams
+    max_prompt_tokens: int
+    final: Path
+    ckpt: Path
+    stage: str = "train"
+
+
+def train(phase: Phase, inputs: Inputs, tracking: TrackingParams) -> dict[str, Any]:
+    """Stage 1: from :func:`~lead.training.inputs.start_model` on the training pool less its dev split; the
+    summary of :func:`train_phase`."""
     state = distributed_state()
-    start = start_model(params)
+    start = start_model(inputs)
     start_fingerprint = from_main(state, lambda: model_fingerprint(start))
     rows, dev = difficulty.split_dev(
-        training_rows(params, start_fingerprint), params.train.dev_problems, params.train.seed
+        training_rows(inputs, start_fingerprint), phase.train.dev_problems, phase.train.seed
     )
-    return train_phase(params, rows, dev, start, final, ckpt, stage, start_fingerprint)
+    return train_phase(phase, rows, dev, tracking, start=start, start_fingerprint=start_fingerprint)
 
 
 def train_phase(
-    params: Params,
+    phase: Phase,
     rows: list[dict[str, Any]],
     dev: list[dict[str, Any]],
+    tracking: TrackingParams,
+    *,
     start: str,
-    final: Path,
-    ckpt: Path,
-    stage: str,
     start_fingerprint: str,
 ) -> dict[str, Any]:
-    """One RL phase: train ``params.train`` from ``start`` (whose content is ``start_fingerprint``) on ``rows``
-    (validating on ``dev``) and save the model to ``final``; ``stage`` names the DVC stage, the MLflow run and
-    its tag. Its :func:`run_identity` decides what happens to an earlier run recorded in ``ckpt``:
+    """One RL phase: train ``phase.train`` from ``start`` (whose content is ``start_fingerprint``) on ``rows``
+    (validating on ``dev``) and save the model to ``phase.final``, in an MLflow run of ``tracking``. Its
+    :func:`run_identity` decides what happens to an earlier run recorded in ``phase.ckpt``:
 
     * same identity, **finished** → reused as a whole: its summary is returned and ``final`` holds its model
       (restored from the copy kept in ``ckpt`` if need be); nothing is trained, no MLflow run is touched;
@@ -68,10 +81,13 @@ def train_phase(
     from lead.training.checkpoints import last_complete_checkpoint
 
     started = time.perf_counter()
+    final, ckpt, stage = phase.final, phase.ckpt, phase.stage
     # Under `accelerate launch` every process runs this; only the main one owns the MLflow run and the files.
     state = distributed_state()
     main = state.is_main_process
-    identity = from_main(state, lambda: run_identity(params, start_fingerprint, rows, dev))
+    identity = from_main(
+        state, lambda: run_identity(phase.train, phase.max_prompt_tokens, start_fingerprint, rows, dev)
+    )
     previous = from_main(state, lambda: read_run_file(ckpt))
     if previous.get("identity") != identity:
         previous = {}
@@ -85,12 +101,12 @@ def train_phase(
     state.wait_for_everyone()
     resume = last_complete_checkpoint(ckpt) if previous else None
     tracked = (
-        stage_run(params.tracking, stage, logged=params.sections("train"), run_id=previous.get("run_id"))
+        stage_run(tracking, stage, logged={"train": phase.train.as_written()}, run_id=previous.get("run_id"))
         if main
         else contextlib.nullcontext()
     )
     with tracked as run:
-        resolved = resolve(params.train)
+        resolved = resolve(phase.train)
         if main:
             ckpt.mkdir(parents=True, exist_ok=True)
             write_json(ckpt / RUN_FILE, {"identity": identity, "run_id": run.info.run_id, "state": "running"})
@@ -98,12 +114,12 @@ def train_phase(
                 mlflow.log_params({f"resolved.{k}": v for k, v in resolved.record().items()})
             if resume:  # how the run went, not what it made: the run says it (the stage's record does not)
                 mlflow.set_tag("resumed_from", resume.name)
-        trainer, tokenizer = _trainer(params, start, rows, dev, ckpt, stage, resolved.lead)
+        trainer, tokenizer = _trainer(phase, start, rows, dev, resolved.lead)
         with writing(ckpt):  # the checkpoints: inside the workspace, and a full disk named as such
             result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-        save_model(trainer, tokenizer, final, lora=params.train.lora.enabled, state=state)
+        save_model(trainer, tokenizer, final, lora=phase.train.lora.enabled, state=state)
         summary = {
-            **_what_it_did(params, trainer, result.global_step, resume, (len(rows), len(dev)), started),
+            **_what_it_did(phase.train, trainer, result.global_step, resume, (len(rows), len(dev)), started),
             "mlflow_run_id": run.info.run_id if main else None,
             "identity": identity,
         }
@@ -124,8 +140,8 @@ def train_phase(
     return summary
 
 
-def _trainer(params: Params, start: str, rows, dev, ckpt: Path, stage: str, lead) -> tuple[Any, Any]:
-    """The :class:`~lead.training.trainer.LEADTrainer` of one phase (checkpoints into ``ckpt``, the GRPOConfig of
+def _trainer(phase: Phase, start: str, rows, dev, lead) -> tuple[Any, Any]:
+    """The :class:`~lead.training.trainer.LEADTrainer` of one phase (checkpoints into ``phase.ckpt``, the GRPOConfig of
     :func:`grpo_config`, our progress bar and completions table instead of the trainer's printout) and its
     tokenizer."""
     from datasets import Dataset
@@ -136,8 +152,13 @@ def _trainer(params: Params, start: str, rows, dev, ckpt: Path, stage: str, lead
     from lead.training.callbacks import CompletionsTable, RichProgressCallback
     from lead.training.checkpoints import SealCheckpoints
 
-    remote = params.train.trust_remote_code
-    args = grpo_config(params, ckpt, context=context_window(start, trust_remote_code=remote))
+    remote = phase.train.trust_remote_code
+    args = grpo_config(
+        phase.train,
+        phase.ckpt,
+        max_prompt_tokens=phase.max_prompt_tokens,
+        context=context_window(start, trust_remote_code=remote),
+    )
     match_trl_to(args.use_vllm)  # no vLLM import (~3.5 s) for a trainer that does not generate with it
     from lead.training.trainer import LEADTrainer
 
@@ -150,8 +171,8 @@ def _trainer(params: Params, start: str, rows, dev, ckpt: Path, stage: str, lead
         eval_dataset=Dataset.from_list(dev) if dev else None,
         processing_class=tokenizer,
         lead=lead,
-        callbacks=[RichProgressCallback(f"{stage} ({lead.method})"), SealCheckpoints(), table],
-        peft_config=lora_config(params.train.lora),
+        callbacks=[RichProgressCallback(f"{phase.stage} ({lead.method})"), SealCheckpoints(), table],
+        peft_config=lora_config(phase.train.lora),
     )
     trainer.remove_callback(PrinterCallback)
     table.rows = lambda: trainer._lead_rows
@@ -159,7 +180,7 @@ def _trainer(params: Params, start: str, rows, dev, ckpt: Path, stage: str, lead
 
 
 def _what_it_did(
-    params: Params, trainer, steps: int, resume: Path | None, problems: tuple[int, int], started: float
+    train: TrainParams, trainer, steps: int, resume: Path | None, problems: tuple[int, int], started: float
 ) -> dict[str, Any]:
     """A finished phase from its trainer's log: steps, where it resumed, the training and dev problems
     (``problems``), which checkpoint it hands on, the dev split's Pass@1 and length at each evaluation, the first
@@ -173,14 +194,14 @@ def _what_it_did(
         "resumed_from": resume.name if resume else None,
         "problems": problems[0],
         "dev_problems": problems[1],
-        "checkpoint": params.train.checkpoint,
-        "handed_on": Path(best).name if params.train.checkpoint == "best" and best else f"step {steps}",
+        "checkpoint": train.checkpoint,
+        "handed_on": Path(best).name if train.checkpoint == "best" and best else f"step {steps}",
         "dev": [
             {"step": h["step"], "pass_at_1": h[DEV_METRIC], "length": h.get("eval_lead/length_mean")}
             for h in log
             if DEV_METRIC in h
         ],
-        "preset": params.train.preset,
+        "preset": train.preset,
         "seconds": round(time.perf_counter() - started, 1),
         "first_reward": history[0]["reward"] if history else None,
         "last_reward": history[-1]["reward"] if history else None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lead.config import Params
+from lead.config import PathParams
 from lead.dag import manifest_path, output, summary_file
 from lead.io.files import atomic_path, write_json, write_text
 from lead.io.fingerprint import publish, without_run_facts
@@ -13,23 +13,21 @@ from lead.io.tracking import mark_run
 
 
 def publish_training(
-    state, params: Params, stage: str, summary: dict[str, Any], *, curves: bool = False
+    state, paths: PathParams, stage: str, summary: dict[str, Any], *, curves: bool = False
 ) -> None:
     """The main process writes ``<paths.reports>/<stage>.json`` (the summary without its per-step curve), with
     ``curves`` the curve as ``<stage>_curves.csv`` and ``.png`` (:func:`write_curves`), and, last, the stage's
     manifest: the model by content and the run's identity (the MLflow run that trained it is tagged with it)."""
     if not state.is_main_process:
         return
-    report = summary_file(params.paths, stage)
+    report = summary_file(paths, stage)
     write_json(report, without_run_facts({k: v for k, v in summary.items() if k != "curve"}))
-    outputs = [report, write_headline(params, stage, summary)]
+    outputs = [report, write_headline(paths, stage, summary)]
     if curves:
-        outputs += write_curves(
-            output(params.paths, stage, "curves").with_suffix(""), summary.get("curve") or []
-        )
+        outputs += write_curves(output(paths, stage, "curves").with_suffix(""), summary.get("curve") or [])
     facts = {k: summary.get(k) for k in ("model", "identity")}
     publish(
-        manifest_path(params.paths, stage),
+        manifest_path(paths, stage),
         stage,
         outputs,
         before_writing=mark_run(summary.get("mlflow_run_id")),
@@ -43,10 +41,10 @@ HEADLINE_KEYS = (
 )  # what DVC shows as a training stage's metrics; <stage>.json keeps all
 
 
-def write_headline(params: Params, stage: str, summary: dict[str, Any]) -> Path:
+def write_headline(paths: PathParams, stage: str, summary: dict[str, Any]) -> Path:
     """``<paths.reports>/<stage>_headline.json``: the figures of :data:`HEADLINE_KEYS` (DVC's metrics of the stage:
     `dvc exp show` compares them; the run ids, hashes and times of ``<stage>.json`` would fill its columns)."""
-    path = output(params.paths, stage, "headline")
+    path = output(paths, stage, "headline")
     write_json(path, {k: summary[k] for k in HEADLINE_KEYS if k in summary})
     return path
 

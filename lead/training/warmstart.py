@@ -26,7 +26,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lead.config import Params
+from lead.config import (
+    CurateParams,
+    ModelParams,
+    PathParams,
+    ProxyParams,
+    ReportParams,
+    TrackingParams,
+    WarmstartParams,
+)
 from lead.dag import manifest_path, output
 from lead.io.files import atomic_path, write_json
 from lead.io.fingerprint import model_fingerprint, publish, without_run_facts
@@ -34,9 +42,9 @@ from lead.io.fingerprint import model_fingerprint, publish, without_run_facts
 SKIPPED = "skipped.json"  # the whole content of <paths.models>/warmstart when warmstart.enabled is false
 
 
-def model_dir(params: Params) -> Path:
+def model_dir(paths: PathParams) -> Path:
     """``<paths.models>/warmstart``: the warm-started model (or, disabled, the note saying so)."""
-    return output(params.paths, "warmstart", "model")
+    return output(paths, "warmstart", "model")
 
 
 def _conversation(problem: str, solution: str, suffix: str) -> dict[str, list[dict[str, str]]]:
@@ -46,11 +54,11 @@ def _conversation(problem: str, solution: str, suffix: str) -> dict[str, list[di
     }
 
 
-def proxy_sft_records(params: Params) -> list[dict[str, Any]]:
-    """Verbose warm-start traces on freshly drawn *train-split* proxy problems (never the test split)."""
+def proxy_sft_records(ws: WarmstartParams, proxy: ProxyParams, suffix: str) -> list[dict[str, Any]]:
+    """Verbose warm-start traces on freshly drawn *train-split* proxy problems (never the test split), each
+    prompt ending in the instruction ``suffix``."""
     from lead.core.proxy import generate_problems, warmstart_traces
 
-    ws, proxy = params.warmstart, params.curate.proxy
     problems = generate_problems(
         (ws.examples + 1) // 2,
         split="train",
@@ -61,15 +69,15 @@ def proxy_sft_records(params: Params) -> list[dict[str, Any]]:
         distinct=False,
     )
     traces = warmstart_traces(problems, per_problem=2, seed=ws.seed, verbosity=ws.verbosity.to_verbosity())
-    return [_conversation(p.question, t, params.model.prompt_suffix) for p, t in traces][: ws.examples]
+    return [_conversation(p.question, t, suffix) for p, t in traces][: ws.examples]
 
 
-def external_sft_records(params: Params) -> list[dict[str, Any]]:
-    """An SFT set from the hub or a local jsonl/json/parquet file: ``prompt``/``completion`` or
-    ``problem``/``solution`` columns (strings), turned into one-turn conversations."""
+def external_sft_records(name: str, suffix: str) -> list[dict[str, Any]]:
+    """The SFT set ``warmstart.dataset`` (``name``: a hub id or a local jsonl/json/parquet file) with
+    ``prompt``/``completion`` or ``problem``/``solution`` columns (strings), as one-turn conversations whose
+    prompts end in ``suffix``."""
     from datasets import load_dataset
 
-    name = params.warmstart.dataset
     path = Path(name)
     if path.suffix in {".jsonl", ".json", ".parquet"}:
         if not path.exists():
@@ -86,33 +94,33 @@ def external_sft_records(params: Params) -> list[dict[str, Any]]:
         raise ValueError(
             f"warmstart.dataset = {name!r}: needs columns prompt/completion or problem/solution; has {sorted(columns)}"
         )
-    suffix = params.model.prompt_suffix
     return [_conversation(row[prompt_col], row[answer_col], suffix) for row in data]
 
 
-def base_model_and_tokenizer(params: Params, records: list[dict[str, Any]]):
-    """The model to fine-tune: the tiny one built from scratch, or ``model.base`` loaded."""
+def base_model_and_tokenizer(model: ModelParams, records: list[dict[str, Any]], seed: int):
+    """The model to fine-tune: the tiny one built from scratch (its tokenizer trained on ``records``, its
+    weights drawn with ``seed``), or ``model.base`` loaded."""
     from lead.io.tiny_model import build_model, train_tokenizer
 
-    if params.model.is_tiny:
+    if model.is_tiny:
         corpus = (r["prompt"][0]["content"] + "\n" + r["completion"][0]["content"] for r in records)
-        tokenizer = train_tokenizer(corpus, params.model.tiny.vocab_size)
-        return build_model(params.model.tiny, tokenizer, seed=params.warmstart.seed), tokenizer
+        tokenizer = train_tokenizer(corpus, model.tiny.vocab_size)
+        return build_model(model.tiny, tokenizer, seed=seed), tokenizer
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(params.model.base)
-    model = AutoModelForCausalLM.from_pretrained(params.model.base, dtype=getattr(torch, params.model.dtype))
-    return model, tokenizer
+    tokenizer = AutoTokenizer.from_pretrained(model.base)
+    loaded = AutoModelForCausalLM.from_pretrained(model.base, dtype=getattr(torch, model.dtype))
+    return loaded, tokenizer
 
 
-def sft_config(params: Params, output_dir: Path):
-    """TRL ``SFTConfig`` from ``params.warmstart``: completion-only loss, no checkpoints, no tqdm."""
+def sft_config(ws: WarmstartParams, model: ModelParams, output_dir: Path):
+    """TRL ``SFTConfig`` from the ``warmstart`` section for ``model``: completion-only loss, no checkpoints, no
+    tqdm."""
     import torch
     from trl import SFTConfig
 
-    ws = params.warmstart
-    steps = max(1, round(ws.epochs * ws.examples / ws.batch_size)) if params.model.is_tiny else -1
+    steps = max(1, round(ws.epochs * ws.examples / ws.batch_size)) if model.is_tiny else -1
     return SFTConfig(
         output_dir=str(output_dir),
         # Each optimizer step's batch is a random draw, on purpose: length-grouped batches (transformers'
@@ -140,9 +148,9 @@ def sft_config(params: Params, output_dir: Path):
         # the stage may use halves that on 2 cores, with the same tokens.
         dataset_num_proc=max(1, torch.get_num_threads()),
         # TRL turns gradient checkpointing on by default: pure overhead for small models on CPU.
-        gradient_checkpointing=not params.model.is_tiny,
+        gradient_checkpointing=not model.is_tiny,
         use_cpu=not torch.cuda.is_available(),
-        bf16=torch.cuda.is_available() and params.model.dtype == "bfloat16",
+        bf16=torch.cuda.is_available() and model.dtype == "bfloat16",
         save_strategy="no",
         report_to=["mlflow"],  # the loss curve, into the stage's MLflow run
         logging_steps=25,
@@ -152,8 +160,12 @@ def sft_config(params: Params, output_dir: Path):
     )
 
 
-def warm_start(params: Params) -> dict[str, Any]:
-    """Fine-tune the base model on warm-start traces, save it to ``<paths.models>/warmstart``, publish it."""
+def warm_start(
+    ws: WarmstartParams, model: ModelParams, proxy: ProxyParams, paths: PathParams, tracking: TrackingParams
+) -> dict[str, Any]:
+    """Fine-tune ``model`` on the warm-start traces of ``ws`` (drawn from the ``proxy`` task, or
+    ``warmstart.dataset``), save it to ``<paths.models>/warmstart`` and publish it, in an MLflow run of
+    ``tracking``."""
     import mlflow
     import torch
     from datasets import Dataset
@@ -163,11 +175,11 @@ def warm_start(params: Params) -> dict[str, Any]:
     from lead.io.tracking import mark_run, stage_run
     from lead.training.callbacks import RichProgressCallback
 
-    out = model_dir(params)
-    summary_path = output(params.paths, "warmstart", "summary")
-    manifest = manifest_path(params.paths, "warmstart")
-    if not params.warmstart.enabled:
-        summary = {"enabled": False, "model": params.model.base}
+    out = model_dir(paths)
+    summary_path = output(paths, "warmstart", "summary")
+    manifest = manifest_path(paths, "warmstart")
+    if not ws.enabled:
+        summary = {"enabled": False, "model": model.base}
         # The folder still exists, holding only this note, so that DVC's declared output is there and the
         # DAG stays the same whether or not the warm start runs.
         with atomic_path(out) as tmp:
@@ -177,22 +189,23 @@ def warm_start(params: Params) -> dict[str, Any]:
         publish(manifest, "warmstart", [summary_path], model=None)
         return summary
     started = time.perf_counter()
-    torch.manual_seed(params.warmstart.seed)
-    is_proxy = params.warmstart.dataset == "proxy"
-    if is_proxy and not params.model.is_tiny:
+    torch.manual_seed(ws.seed)
+    is_proxy = ws.dataset == "proxy"
+    if is_proxy and not model.is_tiny:
         raise ValueError(
             "warmstart.dataset = 'proxy' needs model.base = 'tiny' (the proxy tokenizer is built for it)"
         )
-    records = proxy_sft_records(params) if is_proxy else external_sft_records(params)
-    model, tokenizer = base_model_and_tokenizer(params, records)
+    suffix = model.prompt_suffix
+    records = proxy_sft_records(ws, proxy, suffix) if is_proxy else external_sft_records(ws.dataset, suffix)
+    base, tokenizer = base_model_and_tokenizer(model, records, ws.seed)
     # An MLflow run like every other stage's (tag stage=warmstart): the SFT's params, loss curve and summary.
     with (
-        stage_run(params.tracking, "warmstart", logged=params.sections("warmstart")) as mlflow_run,
+        stage_run(tracking, "warmstart", logged={"warmstart": ws.as_written()}) as mlflow_run,
         atomic_path(out) as tmp,
     ):
         trainer = SFTTrainer(
-            model=model,
-            args=sft_config(params, tmp / "_trainer"),
+            model=base,
+            args=sft_config(ws, model, tmp / "_trainer"),
             train_dataset=Dataset.from_list(records),
             processing_class=tokenizer,
             callbacks=[RichProgressCallback("warmstart (SFT)")],
@@ -203,7 +216,7 @@ def warm_start(params: Params) -> dict[str, Any]:
         trainer.model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         shutil.rmtree(tmp / "_trainer", ignore_errors=True)  # the trainer's scratch folder is not the model
-        summary = _summary(params, records, result, trainer, model, started)
+        summary = _summary(model.base, records, result, trainer, started)
         mlflow.log_metrics({k: v for k, v in summary.items() if k in METRICS})
     summary = {**summary, "model": model_fingerprint(out), "mlflow_run_id": mlflow_run.info.run_id}
     write_json(summary_path, without_run_facts(summary))
@@ -220,38 +233,40 @@ def warm_start(params: Params) -> dict[str, Any]:
 METRICS = ("examples", "steps", "train_loss", "final_loss", "parameters", "seconds")
 
 
-def _summary(params: Params, records, result, trainer, model, started: float) -> dict[str, Any]:
+def _summary(base: str, records, result, trainer, started: float) -> dict[str, Any]:
     return {
         "enabled": True,
-        "base": params.model.base,
+        "base": base,
         "examples": len(records),
         "steps": result.global_step,
         "train_loss": result.training_loss,
         "final_loss": next(
             (h["loss"] for h in reversed(trainer.state.log_history) if "loss" in h), result.training_loss
         ),
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": sum(p.numel() for p in trainer.model.parameters()),
         "seconds": round(time.perf_counter() - started, 1),
     }
 
 
-def report(params: Params, backend: str = "auto") -> list[Any]:
-    """Sample the warm-started model on the proxy training problems; per-level pass rates and lengths."""
+def report(
+    cfg: ReportParams, curate: CurateParams, paths: PathParams, suffix: str, backend: str = "auto"
+) -> list[Any]:
+    """Sample the warm-started model (``warmstart.report`` settings ``cfg``) on the proxy training problems of
+    ``curate``, prompts ending in ``suffix``; per-level pass rates and lengths."""
     from lead.core.difficulty import summarize_by_level
     from lead.grading import grade_batch
     from lead.io.progress import progress_bar
     from lead.io.sampling import SamplingSpec, make_sampler, user_message
     from lead.io.sources import proxy_problems
 
-    cfg = params.warmstart.report
-    problems = proxy_problems(params.curate, "train")
+    problems = proxy_problems(curate, "train")
     chosen: dict[int, list] = {}
     for p in problems:  # the first problems_per_level of each level, in curate's order
         if len(chosen.setdefault(p.level, [])) < cfg.problems_per_level:
             chosen[p.level].append(p)
     picked = [p for level in sorted(chosen) for p in chosen[level]]
-    sampler = make_sampler(model_dir(params), backend)
-    messages = [user_message(p.question, params.model.prompt_suffix) for p in picked]
+    sampler = make_sampler(model_dir(paths), backend)
+    messages = [user_message(p.question, suffix) for p in picked]
     spec = SamplingSpec(
         n=cfg.samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed
     )

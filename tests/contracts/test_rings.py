@@ -57,19 +57,8 @@ def test_a_stage_is_a_thin_script(path):
 
 
 # Who may take the whole Params: the stages (each reads its sections once and passes on what a library needs),
-# the CLI and the config package. The modules after them still take it and are being converted; none may be
-# added to this list.
+# the CLI and the config package. Libraries and flows get sections, resolved paths and plain values.
 WHOLE_PARAMS = ("lead/stages/", "lead/cli.py", "lead/config/")
-NOT_YET_CONVERTED = {
-    "flows/pipeline.py",
-    "lead/checks.py",
-    "lead/training/grpo_config.py",
-    "lead/training/identity.py",
-    "lead/training/inputs.py",
-    "lead/training/phase.py",
-    "lead/training/reports.py",
-    "lead/training/warmstart.py",
-}
 
 
 def takes_params(path: Path) -> list[str]:
@@ -92,7 +81,4 @@ def test_libraries_and_flows_get_the_sections_they_need_not_the_whole_params():
         for p in files
         if (names := takes_params(p)) and not str(p.relative_to(ROOT)).startswith(WHOLE_PARAMS)
     }
-    assert set(taking) <= NOT_YET_CONVERTED, {k: v for k, v in taking.items() if k not in NOT_YET_CONVERTED}
-    assert set(taking) == NOT_YET_CONVERTED, (
-        f"converted, take it off the list: {NOT_YET_CONVERTED - set(taking)}"
-    )
+    assert taking == {}, f"pass these the sections they read, not the whole Params: {taking}"

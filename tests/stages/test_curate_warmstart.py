@@ -35,7 +35,7 @@ def test_warmstart_trains_saves_and_reports(small_params: Params):
     from lead.training import warmstart as warmstart_lib
 
     summary = warmstart.run(small_params)
-    out = warmstart_lib.model_dir(small_params)
+    out = warmstart_lib.model_dir(small_params.paths)
     assert summary["steps"] == 4 and summary["examples"] == 64
     # the record: what the run made (its time and MLflow run id are the run's)
     assert json.loads((small_params.paths.reports / "warmstart.json").read_text()) == without_run_facts(
@@ -53,7 +53,10 @@ def test_warmstart_trains_saves_and_reports(small_params: Params):
     assert run.data.params["warmstart.examples"] == "64" and run.data.metrics["steps"] == 4
     assert "train_loss" in run.data.metrics  # what the trainer reports to MLflow (per logging step: loss)
 
-    rows = warmstart_lib.report(small_params, backend="transformers")
+    p = small_params
+    rows = warmstart_lib.report(
+        p.warmstart.report, p.curate, p.paths, p.model.prompt_suffix, backend="transformers"
+    )
     assert [r.level for r in rows] == [1, 2, 3]
     assert all(r.problems == 2 and 0.0 <= r.pass_rate <= 1.0 and r.mean_length > 0 for r in rows)
 
@@ -69,14 +72,18 @@ def test_micro_batches_change_the_speed_not_what_is_learned(small_params: Params
 
     from lead.training.warmstart import base_model_and_tokenizer, proxy_sft_records, sft_config
 
+    ws, model_params = small_params.warmstart, small_params.model
+
+    def records() -> list:
+        return proxy_sft_records(ws, small_params.curate.proxy, model_params.prompt_suffix)
+
     def trained(micro_batches: int, token_normalised: bool = True) -> torch.Tensor:
-        small_params.warmstart.micro_batches = micro_batches
-        records = proxy_sft_records(small_params)
-        model, tokenizer = base_model_and_tokenizer(small_params, records)
-        args = sft_config(small_params, tmp_path / f"out{micro_batches}")
+        ws.micro_batches = micro_batches
+        model, tokenizer = base_model_and_tokenizer(model_params, records(), ws.seed)
+        args = sft_config(ws, model_params, tmp_path / f"out{micro_batches}")
         args.report_to = []
         trainer = SFTTrainer(
-            model=model, args=args, train_dataset=Dataset.from_list(records), processing_class=tokenizer
+            model=model, args=args, train_dataset=Dataset.from_list(records()), processing_class=tokenizer
         )
         trainer.model_accepts_loss_kwargs = token_normalised
         passes = [len(batch["input_ids"]) for batch in trainer.get_train_dataloader()]
@@ -84,7 +91,7 @@ def test_micro_batches_change_the_speed_not_what_is_learned(small_params: Params
         trainer.train()
         return torch.cat([p.detach().flatten() for p in model.parameters()])
 
-    start, _ = base_model_and_tokenizer(small_params, proxy_sft_records(small_params))
+    start, _ = base_model_and_tokenizer(model_params, records(), ws.seed)
     start = torch.cat([p.detach().flatten() for p in start.parameters()])
     whole, split = trained(1), trained(4)
     moved = (whole - start).abs().max().item()
@@ -100,7 +107,7 @@ def test_warmstart_disabled_points_at_the_base_model(small_params: Params):
     small_params.warmstart.enabled = False
     assert warmstart.run(small_params) == {"enabled": False, "model": "tiny"}
     # Only a note, so that DVC's declared output exists whether or not the warm start ran.
-    folder = warmstart_lib.model_dir(small_params)
+    folder = warmstart_lib.model_dir(small_params.paths)
     assert [p.name for p in folder.iterdir()] == [warmstart_lib.SKIPPED]
     assert json.loads((folder / warmstart_lib.SKIPPED).read_text())["model"] == "tiny"
 
@@ -118,16 +125,15 @@ def test_external_sft_set_from_a_local_file(small_params: Params, tmp_path):
 
     path = tmp_path / "sft.jsonl"
     path.write_text('{"problem": "1+1?", "solution": "<think>\\n1+1=2\\n</think>\\n\\\\boxed{2}"}\n')
-    small_params.warmstart.dataset = str(path)
-    records = warmstart_lib.external_sft_records(small_params)
+    suffix = small_params.model.prompt_suffix
+    records = warmstart_lib.external_sft_records(str(path), suffix)
     assert records[0]["prompt"][0]["content"].startswith("1+1?")
     assert records[0]["completion"][0]["content"].endswith("\\boxed{2}")
     path.write_text('{"question": "1+1?"}\n')
     with pytest.raises(ValueError, match="needs columns prompt/completion or problem/solution"):
-        warmstart_lib.external_sft_records(small_params)
-    small_params.warmstart.dataset = str(tmp_path / "missing.jsonl")
+        warmstart_lib.external_sft_records(str(path), suffix)
     with pytest.raises(FileNotFoundError, match="no such file"):
-        warmstart_lib.external_sft_records(small_params)
+        warmstart_lib.external_sft_records(str(tmp_path / "missing.jsonl"), suffix)
 
 
 MATH500_1411 = (

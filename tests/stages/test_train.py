@@ -27,7 +27,7 @@ from lead.training.checkpoints import last_complete_checkpoint
 from lead.training.grpo_config import grpo_config_kwargs
 from lead.training.identity import RUN_FILE
 from lead.training.inputs import start_model, training_rows
-from lead.training.phase import train as train_from_start
+from tests.conftest import rl_inputs, train_from_start
 
 CYCLE = [Outcome.CORRECT, Outcome.WRONG, Outcome.CORRECT, Outcome.UNFINISHED]
 
@@ -425,7 +425,7 @@ def test_an_empty_pool_stops_train_with_the_reason_and_its_knob(small_params):
     )
     publish(manifest_path(small_params.paths, "calibrate"), "calibrate", [calibrated])
     with pytest.raises(StageError) as err:
-        training_rows(small_params)
+        training_rows(rl_inputs(small_params))
     assert str(err.value).startswith(
         f"{calibrated}: nothing to train on: calibrate kept 0 of 3 problems: the warm start solved 0 of 12 "
         "samples; use a stronger warm start (warmstart.epochs, warmstart.examples), easier problems "
@@ -436,7 +436,7 @@ def test_an_empty_pool_stops_train_with_the_reason_and_its_knob(small_params):
     with pytest.raises(
         StageError, match=r"the curated pool is empty, nothing to train on; check curate\.sources"
     ):
-        training_rows(small_params)
+        training_rows(rl_inputs(small_params))
 
 
 def test_micro_batches_train_the_same_step_as_one_batch(rl_params, tmp_path, cycled_outcomes, monkeypatch):
@@ -462,11 +462,13 @@ def test_micro_batches_train_the_same_step_as_one_batch(rl_params, tmp_path, cyc
     train_from_start(rl_params, tmp_path / "one", tmp_path / "one-resume")
     sequence = rl_params.curate.max_prompt_tokens + t.max_completion_length
     t.micro_batch_tokens = 2 * sequence
-    args = grpo_config_kwargs(rl_params, tmp_path, world=1, cuda=False)
+    args = grpo_config_kwargs(
+        t, tmp_path, max_prompt_tokens=rl_params.curate.max_prompt_tokens, world=1, cuda=False
+    )
     assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (2, 4)
     train_from_start(rl_params, tmp_path / "micro", tmp_path / "micro-resume")
     assert len(generated) == 2 and all(n == 8 and total > 0 for n, total in generated)  # a signal to train on
-    start = load_file(str(start_model(rl_params) + "/model.safetensors"))
+    start = load_file(str(start_model(rl_inputs(rl_params)) + "/model.safetensors"))
     one, micro = (load_file(str(tmp_path / name / "model.safetensors")) for name in ("one", "micro"))
     update = {k: one[k] - start[k] for k in start}
     largest = max(float(u.abs().max()) for u in update.values())

@@ -66,7 +66,9 @@ def test_scale_recipes_reach_trl_with_micro_batches_within_the_token_budget(name
     assert world == 8
     params = _recipe_params(name)
     t = params.train
-    kwargs = grpo_config_kwargs(params, tmp_path, world=world, cuda=False)
+    kwargs = grpo_config_kwargs(
+        t, tmp_path, max_prompt_tokens=params.curate.max_prompt_tokens, world=world, cuda=False
+    )
     # TRL's own checks, for 8 processes without launching them (WORLD_SIZE alone would make accelerate look
     # for a process group).
     monkeypatch.setattr(GRPOConfig, "world_size", property(lambda self: world))
@@ -88,7 +90,9 @@ def test_without_a_budget_the_grpo_config_is_the_one_micro_batch_of_before(tmp_p
 
     params = load_params(ROOT / "params.yaml")
     assert params.train.micro_batch_tokens is None
-    kwargs = grpo_config_kwargs(params, tmp_path, world=2, cuda=False)
+    kwargs = grpo_config_kwargs(
+        params.train, tmp_path, max_prompt_tokens=params.curate.max_prompt_tokens, world=2, cuda=False
+    )
     assert (kwargs["per_device_train_batch_size"], kwargs["gradient_accumulation_steps"]) == (32, 1)
     assert kwargs["steps_per_generation"] == 1 and kwargs["per_device_eval_batch_size"] == 32
     assert micro_batching(64, 8, 2, 512, None) == Batching(per_device=32, accumulation=1, eval_per_device=32)

@@ -2,8 +2,10 @@
 
 import pytest
 
-from lead.config import TrainParams
+from lead.config import CurateParams, TrainParams
 from lead.training.presets import resolve
+
+BOUND = CurateParams().max_prompt_tokens  # the prompt bound GRPOConfig's vLLM context is sized from
 
 
 def test_faithful_is_the_reference_code():
@@ -56,7 +58,6 @@ def test_dr_grpo_drops_the_std_scaling_of_the_advantage():
 
 @pytest.mark.parametrize(("preset", "on"), [("faithful", False), ("paper", False), ("improved", True)])
 def test_vllm_importance_sampling_correction_is_the_presets_and_reaches_trl(preset, on, tmp_path):
-    from lead.config import Params
     from lead.training.grpo_config import grpo_config
 
     r = resolve(TrainParams(preset=preset))
@@ -64,8 +65,9 @@ def test_vllm_importance_sampling_correction_is_the_presets_and_reaches_trl(pres
         r.vllm_importance_sampling_correction is on
         and r.record()["vllm_importance_sampling_correction"] is on
     )
-    params = Params(train=TrainParams(preset=preset, vllm_importance_sampling_correction=not on))
-    assert grpo_config(params, tmp_path).vllm_importance_sampling_correction is (not on)  # explicit wins
+    train = TrainParams(preset=preset, vllm_importance_sampling_correction=not on)
+    explicit = grpo_config(train, tmp_path, max_prompt_tokens=BOUND).vllm_importance_sampling_correction
+    assert explicit is (not on)  # explicit wins
 
 
 def test_explicit_params_override_the_preset():
@@ -97,7 +99,8 @@ def test_scale_recipes_reach_trl_with_a_bounded_vllm_context(name, tmp_path):
     from tests.conftest import ROOT
 
     params = load_params(ROOT / "params.yaml", _recipe_overrides(ROOT / "recipes" / name))
-    config = grpo_config(params, tmp_path)
+    bound = params.curate.max_prompt_tokens
+    config = grpo_config(params.train, tmp_path, max_prompt_tokens=bound)
     t = params.train
     assert config.use_vllm and config.vllm_mode == "colocate" and config.vllm_enable_sleep_mode
     assert (config.vllm_gpu_memory_utilization, config.vllm_tensor_parallel_size) == (
@@ -107,7 +110,7 @@ def test_scale_recipes_reach_trl_with_a_bounded_vllm_context(name, tmp_path):
     # The longest prompt curate lets through, its chat template and the completion budget; not the model's 131k.
     assert config.vllm_max_model_length == 1024 + CHAT_TEMPLATE_TOKENS + 12288
     # ... and never past the model's own context, which vLLM would refuse.
-    assert grpo_config(params, tmp_path, context=4096).vllm_max_model_length == 4096
+    assert grpo_config(t, tmp_path, max_prompt_tokens=bound, context=4096).vllm_max_model_length == 4096
 
 
 @pytest.mark.parametrize("preset", ["faithful", "paper", "improved"])
@@ -154,20 +157,21 @@ def test_grpo_configs_table_sets_real_fields_from_params_keys_that_exist(recipe,
         for key in keys:
             section, name = key.split(".")
             assert name in data[section], f"{setting.field}: {key} is not a params key"
-    kwargs = grpo_config_kwargs(params, tmp_path, world=1, cuda=False)
+    bound = params.curate.max_prompt_tokens
+    kwargs = grpo_config_kwargs(params.train, tmp_path, max_prompt_tokens=bound, world=1, cuda=False)
     assert list(kwargs) == names and set(PIPELINE_KEYS) == set(names)
     GRPOConfig(**kwargs)  # TRL accepts every value the table computes
 
 
 def test_a_train_knob_reaches_grpo_config_through_its_row(tmp_path):
-    from lead.config import Params
     from lead.training.grpo_config import grpo_config_kwargs
 
-    params = Params(train=TrainParams(temperature=0.7, learning_rate=3e-6, save_steps=7, dev_problems=0))
-    kwargs = grpo_config_kwargs(params, tmp_path, world=1, cuda=False)
+    train = TrainParams(temperature=0.7, learning_rate=3e-6, save_steps=7, dev_problems=0)
+    kwargs = grpo_config_kwargs(train, tmp_path, max_prompt_tokens=BOUND, world=1, cuda=False)
     assert (kwargs["temperature"], kwargs["learning_rate"], kwargs["save_steps"]) == (0.7, 3e-6, 7)
-    assert (kwargs["eval_strategy"], kwargs["top_k"], kwargs["data_seed"]) == ("no", 0, params.train.seed)
-    unset = grpo_config_kwargs(Params(train=TrainParams(preset="improved")), tmp_path, world=1, cuda=False)
+    assert (kwargs["eval_strategy"], kwargs["top_k"], kwargs["data_seed"]) == ("no", 0, train.seed)
+    improved = TrainParams(preset="improved")
+    unset = grpo_config_kwargs(improved, tmp_path, max_prompt_tokens=BOUND, world=1, cuda=False)
     assert (unset["loss_type"], unset["epsilon_high"]) == (
         "dapo",
         0.28,
@@ -177,23 +181,26 @@ def test_a_train_knob_reaches_grpo_config_through_its_row(tmp_path):
 def test_other_grpo_config_fields_pass_through_and_the_pipelines_own_are_refused_with_the_key_to_use(
     tmp_path,
 ):
-    from lead.config import Params, ParamsError
+    from lead.config import ParamsError, PathParams
     from lead.training.grpo_config import check_train_settings, grpo_config
 
     def params(**grpo):
-        return Params(train=TrainParams(grpo_config=grpo))
+        return TrainParams(grpo_config=grpo)
 
-    config = grpo_config(params(adam_beta2=0.99, logging_first_step=True), tmp_path)
+    def check(train: TrainParams) -> None:
+        check_train_settings(train, PathParams(), max_prompt_tokens=BOUND)
+
+    config = grpo_config(params(adam_beta2=0.99, logging_first_step=True), tmp_path, max_prompt_tokens=BOUND)
     assert config.adam_beta2 == 0.99 and config.logging_first_step is True
     with pytest.raises(ParamsError) as clash:
-        check_train_settings(params(learning_rate=0.1, top_k=5))
+        check(params(learning_rate=0.1, top_k=5))
     assert str(clash.value).splitlines() == [
         "train.grpo_config.learning_rate: set by the pipeline; use train.learning_rate instead",
         "train.grpo_config.top_k: set by the pipeline; it is fixed: 0, rollouts sample the whole distribution "
         "(train.top_p narrows it)",
     ]
     with pytest.raises(ParamsError) as unknown:
-        check_train_settings(params(adam_beta3=0.9))
+        check(params(adam_beta3=0.9))
     first, fields = str(unknown.value).splitlines()
     assert (
         first == "train.grpo_config.adam_beta3: not a field of TRL's GRPOConfig (did you mean 'adam_beta2'?)"
@@ -203,15 +210,13 @@ def test_other_grpo_config_fields_pass_through_and_the_pipelines_own_are_refused
     with pytest.raises(
         ParamsError, match="TRL's GRPOConfig refuses these settings: vllm_importance_sampling_clip"
     ):
-        check_train_settings(
-            params(vllm_importance_sampling_clip_min=5.0, vllm_importance_sampling_clip_max=1.0)
-        )
+        check(params(vllm_importance_sampling_clip_min=5.0, vllm_importance_sampling_clip_max=1.0))
     # Stage 2's settings are checked with stage 1's.
-    stage2 = Params(train=TrainParams(stage2={"enabled": True, "overrides": {"grpo_config": {"beta": 0.1}}}))
+    stage2 = TrainParams(stage2={"enabled": True, "overrides": {"grpo_config": {"beta": 0.1}}})
     with pytest.raises(
         ParamsError, match=r"train\.grpo_config\.beta: set by the pipeline; use train\.beta instead"
     ):
-        check_train_settings(stage2)
+        check(stage2)
 
 
 def test_the_train_stage_refuses_bad_trl_settings_before_any_work(small_params):
