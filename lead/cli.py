@@ -392,7 +392,7 @@ def evaluate(
         Path | None,
         typer.Option(
             help="Score the completions in this JSONL/parquet file (made elsewhere) instead of sampling the model; "
-            "with reference verdicts in it, how often ours agree (lead/replay.py says the fields)."
+            "with reference verdicts in it, how often ours agree (lead/evaluation/replay.py says the fields)."
         ),
     ] = None,
     out: Annotated[
@@ -416,8 +416,8 @@ def evaluate(
 
 
 def _replay(source: Path, out: Path) -> None:
-    """``lead evaluate --completions``: score a completions file (:mod:`lead.replay`) and print what it gave."""
-    from lead.replay import CompletionsError, disagreements, read_completions, replay, write_replay
+    """``lead evaluate --completions``: score a completions file (:mod:`lead.evaluation.replay`); print the result."""
+    from lead.evaluation.replay import CompletionsError, disagreements, read_completions, replay, write_replay
 
     try:
         rows = read_completions(source)

@@ -8,8 +8,8 @@ one dependency outside this package is :mod:`lead.grading`, the verdict of an an
 * :mod:`~lead.core.advantages` — group-normalised advantages and (AD) the difficulty-aware reweighting.
 * :mod:`~lead.core.difficulty` — pass rates, Wilson intervals, bands, the keep rule, the dev split.
 * :mod:`~lead.core.curation` — the curation steps (normalise, gradable gold, dedup, decontaminate, mix).
-* :mod:`~lead.core.evaluation` — Pass@k, Cons@k, lengths, budgets, per-seed summaries.
+* :mod:`~lead.core.metrics` — Pass@k, Cons@k, lengths, budgets, per-seed summaries.
 * :mod:`~lead.core.proxy` — the proxy task's problem generator.
-* :mod:`~lead.core.registry` — a candidate model's comparison with the champion and its description.
-* :mod:`~lead.core.ablation` — the ablation's variants and its table.
+* :mod:`~lead.core.review` — a candidate model's comparison with the champion and its description.
+* :mod:`~lead.core.claims` — the ablation's variants and its table.
 """

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lead.config import BENCHMARKS, PathParams
-from lead.core.evaluation import ALL
+from lead.core.metrics import ALL
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The ablation's report for people: :mod:`lead.core.ablation`'s summaries, verdicts and gains as markdown
+"""The ablation's report for people: :mod:`lead.core.claims`'s summaries, verdicts and gains as markdown
 (``reports/ablation/ablation.md``, and what ``lead ablation`` prints) and as a figure (``ablation.png``)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from lead.core.ablation import LENGTH_RATIO_GOAL, PASS_SLACK, RL_GAIN_GOAL, WARMSTART, label, mean_curve
-from lead.core.evaluation import level_order
+from lead.core.claims import LENGTH_RATIO_GOAL, PASS_SLACK, RL_GAIN_GOAL, WARMSTART, label, mean_curve
+from lead.core.metrics import level_order
 
 
 def _cell(mean: float | None, std: float | None, digits: int) -> str:

@@ -23,43 +23,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from lead.calibration import calibrate, stage2_target
+from lead.calibration import calibrate, publish_disabled, stage2_target
 from lead.config import Params
-from lead.dag import manifest_path, output, published_outputs
-from lead.io.files import atomic_path, write_json, write_text
-from lead.io.fingerprint import publish
 from lead.stages._common import as_process, stage_main
 
 STAGE = "calibrate_stage2"
-
-
-def _disabled(params: Params) -> dict[str, Any]:
-    """The outputs of a stage that is off: an empty pool, a summary and a plot saying so."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from matplotlib.figure import Figure
-
-    with atomic_path(output(params.paths, STAGE, "pool")) as tmp:
-        pq.write_table(pa.table({"id": pa.array([], pa.string()), "keep": pa.array([], pa.bool_())}), tmp)
-    summary = {"enabled": False, "problems": 0, "kept": 0}
-    write_json(output(params.paths, STAGE, "summary"), summary)
-    write_json(output(params.paths, STAGE, "headline"), {"kept": 0})
-    write_text(output(params.paths, STAGE, "histogram"), "pass_rate,problems,kept\n")
-    fig = Figure(figsize=(6.4, 1.2))
-    fig.text(0.5, 0.5, "curriculum stage 2 is off (train.stage2.enabled: false)", ha="center", va="center")
-    with atomic_path(output(params.paths, STAGE, "histogram_plot")) as tmp:
-        fig.savefig(tmp, dpi=80, format="png")
-    return summary
 
 
 def run(params: Params) -> dict[str, Any]:
     """Re-calibrate the pool with the stage-1 model and mark the stage-2 band (``keep``); off unless
     ``train.stage2.enabled``."""
     if not params.train.stage2.enabled:
-        manifest = manifest_path(params.paths, STAGE)
-        summary = _disabled(params)
-        publish(manifest, STAGE, published_outputs(params.paths, STAGE), model=None)
-        return summary
+        return publish_disabled(params.paths, STAGE)
     target = stage2_target(params.calibrate, params.train, params.model, params.paths)
     return calibrate(target, params.tracking, enabled=True)
 

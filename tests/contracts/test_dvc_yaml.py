@@ -6,7 +6,7 @@ import importlib
 import yaml
 
 from lead.config import load_params
-from lead.core.ablation import WARMSTART, cell_name
+from lead.core.claims import WARMSTART, cell_name
 from lead.dag import ABLATION, REGISTRY, STAGES, ablation_output, cell_output, cell_resume_dir
 from tests.conftest import ROOT
 

@@ -17,8 +17,8 @@ from lead.dag import StageError, manifest_path, output
 from lead.io.calibration_cache import CalibrationCache
 from lead.io.fingerprint import StaleOutputError, verify, without_run_facts
 from lead.io.sampling import Completion
+from lead.io.sources import proxy_records
 from lead.stages import calibrate
-from lead.stages.curate import proxy_records
 from tests.conftest import calibration_target, write_pool
 
 

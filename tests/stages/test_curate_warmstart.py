@@ -229,18 +229,18 @@ def test_curate_local_source_quarantine_report_and_determinism(small_params: Par
 def test_prompt_tokens_are_counted_with_the_model_tokenizer(small_params: Params, tiny_model):
     from transformers import AutoTokenizer
 
-    from lead.stages import curate
+    from lead.curation import prompt_token_counter
 
     path, _ = tiny_model
-    counter, method = curate.prompt_token_counter(small_params)
+    counter, method = prompt_token_counter(small_params.model)
     assert counter is None and method.startswith("estimate")  # model.base: tiny is built after curate
     small_params.model.base = str(path)
-    counter, method = curate.prompt_token_counter(small_params)
+    counter, method = prompt_token_counter(small_params.model)
     assert method == f"tokenizer {path} with its chat template"
     text = "Start with 7, add 3."
     plain = len(AutoTokenizer.from_pretrained(str(path))(text)["input_ids"])
     short, longer = counter([text, text + " Then add 4."])
     assert plain < short < longer  # the chat template's tokens are counted too
     small_params.model.base = str(path / "missing")
-    counter, method = curate.prompt_token_counter(small_params)
+    counter, method = prompt_token_counter(small_params.model)
     assert counter is None and "unavailable" in method

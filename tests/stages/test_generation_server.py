@@ -22,7 +22,7 @@ from lead.io.sampling import (
     user_message,
     wait_for_server,
 )
-from lead.stages.curate import proxy_records
+from lead.io.sources import proxy_records
 from tests.conftest import SUFFIX, calibration_target, write_pool
 
 

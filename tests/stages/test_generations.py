@@ -63,7 +63,7 @@ def forks():
             "lead.io.sampling",
             "lead.io.tracking",
             "lead.io.benchmarks",
-            "lead.core.evaluation",
+            "lead.core.metrics",
             "torch",
             "transformers",
             "transformers.pipelines",

@@ -10,7 +10,7 @@ from mlflow import MlflowClient
 
 from lead import evaluation, registration
 from lead.config import Params
-from lead.core.registry import UI_MODE, protocol
+from lead.core.review import UI_MODE, protocol
 from lead.dag import manifest_path
 from lead.evaluation import ACCURACY_PLOT, BUDGET_PLOT, METRICS, output_dir
 from lead.io.fingerprint import StaleOutputError, model_fingerprint, publish
@@ -111,7 +111,7 @@ def evaluated(
     metrics = {"proxy.pass_at_1": pass_at_1, "proxy.len_avg": len_avg}
     (out / METRICS).write_text(json.dumps(metrics))
     records = sample_records(ANSWERS[answers])
-    evaluation._write_records(out / evaluation.RECORDS, records)
+    evaluation.write_records(out / evaluation.RECORDS, records)
     _plot(out / ACCURACY_PLOT, pass_at_1)
     (out / BUDGET_PLOT).write_bytes(PNG)
     use_experiment(params.tracking)
@@ -119,7 +119,7 @@ def evaluated(
         mlflow.log_metrics(logged or metrics)
         mlflow.log_param("evaluate.backend", backend)
         mlflow.log_artifacts(str(out), artifact_path="evaluate")
-        mlflow.log_table(data=evaluation._review_table(records), artifact_file=evaluation.SAMPLES_TABLE)
+        mlflow.log_table(data=evaluation.review_table(records), artifact_file=evaluation.SAMPLES_TABLE)
     path = model or params.paths.models / "train"
     publish(
         manifest_path(params.paths, "evaluate"),

@@ -176,12 +176,11 @@ def test_curriculum_stage2_recalibrates_with_the_stage1_model_and_continues_from
 
 def test_curriculum_stage2_off_writes_outputs_that_say_so(rl_params):
     from lead.stages import calibrate_stage2, train_stage2
+    from lead.training.curriculum import DISABLED
 
     assert calibrate_stage2.run(rl_params) == {"enabled": False, "problems": 0, "kept": 0}
     assert train_stage2.run(rl_params) == {"enabled": False}
-    assert [p.name for p in output(rl_params.paths, "train_stage2", "model").iterdir()] == [
-        train_stage2.DISABLED
-    ]
+    assert [p.name for p in output(rl_params.paths, "train_stage2", "model").iterdir()] == [DISABLED]
 
 
 def test_lora_trains_adapters_only_and_saves_a_merged_plain_model(rl_params):

@@ -1,6 +1,6 @@
 """The ablation's training curves: a variant's curve is the mean over its seeds, step by step."""
 
-from lead.core.ablation import mean_curve
+from lead.core.claims import mean_curve
 from lead.reports.ablation import CURVE_PANELS, curves_figure
 
 

@@ -1,4 +1,5 @@
-"""Completions made elsewhere, scored by the evaluation protocol (lead/replay.py, `lead evaluate --completions`)."""
+"""Completions made elsewhere, scored by the evaluation protocol (lead/evaluation/replay.py, `lead evaluate
+--completions`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lead import replay
-from lead.replay import CompletionsError, read_completions
+from lead.evaluation import replay
+from lead.evaluation.replay import CompletionsError, read_completions
 from tests.conftest import ROOT
 
 PUBLIC = ROOT / "data" / "completions" / "public.jsonl"  # source and licence: data/completions/SOURCE.md

@@ -1,6 +1,6 @@
 r"""Dataset curation, the pure core: raw rows in, a clean training pool, a test split and a report out.
 
-Callers (``lead/stages/curate.py``, via ``lead/io/sources.py``) read the files and write the results; nothing
+Callers (:mod:`lead.curation`, via ``lead/io/sources.py``) read the files and write the results; nothing
 here touches the file system. Every input row ends in exactly one place: the training pool, the test split,
 the quarantine (with a reason from :data:`REASONS`), or — only when ``max_problems`` /
 ``max_train_problems`` ask for fewer — the count of problems sampled out. The steps, in order, each one

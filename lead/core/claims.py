@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from lead.core.evaluation import level_order
+from lead.core.metrics import level_order
 
 WARMSTART = "warmstart"  # the baseline "variant": the warm-started model, not trained further
 LABELS = {

@@ -3,7 +3,7 @@
 import pytest
 
 from lead.config import ParamsError, load_params
-from lead.core import ablation
+from lead.core import claims
 from lead.reports.ablation import markdown
 from lead.training.presets import resolve
 from tests.conftest import ROOT
@@ -55,7 +55,7 @@ METRICS = {
 
 
 def test_cell_scores_come_from_evaluate_metrics_and_the_hardest_two_levels():
-    s = ablation.cell_scores(METRICS, samples=8)
+    s = claims.cell_scores(METRICS, samples=8)
     assert (s["pass_at_1"], s["mean_length"], s["answered"], s["precision"]) == (0.3, 50.0, 0.75, 0.4)
     assert s["cons_at_k"] == 0.4 and s["truncation_rate"] == 0.25 and s["len_correct"] is None
     assert list(s["levels"]) == ["level_1", "level_2", "level_3", "level_10"]  # natural order
@@ -68,9 +68,9 @@ def rows(*values, score="pass_at_1"):
 
 
 def test_summary_is_mean_and_sample_std_over_seeds_per_level_too():
-    a = ablation.cell_scores(METRICS, 8)
-    b = ablation.cell_scores({**METRICS, "proxy.pass_at_1": 0.34, "proxy.level_1.pass_at_1": 0.7}, 8)
-    s = ablation.summarise({"grpo": [{"seed": 0, **a}, {"seed": 1, **b}]})["grpo"]
+    a = claims.cell_scores(METRICS, 8)
+    b = claims.cell_scores({**METRICS, "proxy.pass_at_1": 0.34, "proxy.level_1.pass_at_1": 0.7}, 8)
+    s = claims.summarise({"grpo": [{"seed": 0, **a}, {"seed": 1, **b}]})["grpo"]
     assert s["seeds"] == 2 and s["pass_at_1_mean"] == pytest.approx(0.32)
     assert s["pass_at_1_std"] == pytest.approx(0.0283, abs=1e-4)
     assert s["levels"]["level_1"]["pass_at_1_mean"] == pytest.approx(0.8)
@@ -80,16 +80,16 @@ def test_paired_difference_and_its_t_interval():
     # differences 0.02, 0.03, 0.01, 0.04, 0.00: mean 0.02, s_d = 0.0158, t(4) = 2.776 -> ± 0.0196
     treatment = {0: 0.32, 1: 0.33, 2: 0.31, 3: 0.34, 4: 0.30}
     control = {0: 0.30, 1: 0.30, 2: 0.30, 3: 0.30, 4: 0.30, 5: 0.9}  # seed 5 has no pair: left out
-    d = ablation.paired(treatment, control)
+    d = claims.paired(treatment, control)
     assert d.n == 5 and d.higher == 4
     assert d.mean == pytest.approx(0.02) and d.std == pytest.approx(0.015811, abs=1e-6)
     assert (d.low, d.high) == (
         pytest.approx(0.02 - 0.019632, abs=1e-5),
         pytest.approx(0.02 + 0.019632, abs=1e-5),
     )
-    assert ablation.paired({0: 1.0}, {1: 1.0}) is None
-    one = ablation.paired({0: 1.0}, {0: 0.5})
-    assert one.n == 1 and one.low is None and ablation.verdict(one, 1) == "not shown"
+    assert claims.paired({0: 1.0}, {1: 1.0}) is None
+    one = claims.paired({0: 1.0}, {0: 0.5})
+    assert one.n == 1 and one.low is None and claims.verdict(one, 1) == "not shown"
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,7 @@ def test_paired_difference_and_its_t_interval():
     ],
 )
 def test_verdict_reads_the_interval_against_the_claimed_direction(low, high, direction, expected):
-    assert ablation.verdict(ablation.Paired(5, (low + high) / 2, 0.1, low, high, 0), direction) == expected
+    assert claims.verdict(claims.Paired(5, (low + high) / 2, 0.1, low, high, 0), direction) == expected
 
 
 def seeds(name_values: dict[str, dict[str, list[float]]]) -> dict[str, list[dict]]:
@@ -145,16 +145,16 @@ VARIANTS = seeds(
 
 
 def test_each_claim_is_judged_on_its_own_pair():
-    claims = {c["key"]: c for c in ablation.judge_claims(VARIANTS)}
-    assert set(claims) == {"L", "E", "AD"}  # E (faithful) needs variants that did not run
-    assert claims["L"]["verdict"] == "holds" and claims["L"]["diff"]["mean"] == pytest.approx(-17.0)
-    assert claims["AD"]["verdict"] == "holds"  # +0.02, +0.02, +0.03 on the hardest levels
-    assert claims["E"]["verdict"] == "not shown"  # +0.01, -0.01, +0.01
+    judged = {c["key"]: c for c in claims.judge_claims(VARIANTS)}
+    assert set(judged) == {"L", "E", "AD"}  # E (faithful) needs variants that did not run
+    assert judged["L"]["verdict"] == "holds" and judged["L"]["diff"]["mean"] == pytest.approx(-17.0)
+    assert judged["AD"]["verdict"] == "holds"  # +0.02, +0.02, +0.03 on the hardest levels
+    assert judged["E"]["verdict"] == "not shown"  # +0.01, -0.01, +0.01
 
 
 def test_shorter_but_less_accurate_does_not_make_the_length_claim_hold():
     worse = {**VARIANTS, "grpo_l": [{**r, "pass_at_1": r["pass_at_1"] - 0.05} for r in VARIANTS["grpo_l"]]}
-    claim = next(c for c in ablation.judge_claims(worse) if c["key"] == "L")
+    claim = next(c for c in claims.judge_claims(worse) if c["key"] == "L")
     assert claim["verdict"] == "contradicted" and claim["pass_at_1_diff"]["mean"] == pytest.approx(
         -0.0467, abs=1e-4
     )
@@ -162,28 +162,28 @@ def test_shorter_but_less_accurate_does_not_make_the_length_claim_hold():
 
 def test_target_and_rl_gain_over_the_warm_start():
     baseline = rows(0.25, 0.24, 0.26)
-    gains = ablation.rl_gains(VARIANTS, baseline)
+    gains = claims.rl_gains(VARIANTS, baseline)
     assert gains["grpo"]["mean"] == pytest.approx(0.05) and gains["grpo"]["n"] == 3
-    goal = ablation.target(ablation.summarise(VARIANTS), gains)
+    goal = claims.target(claims.summarise(VARIANTS), gains)
     assert goal["length_met"] and goal["accuracy_met"] and goal["every_variant_improves"] and goal["met"]
     assert goal["grpo_gain_met"]
     assert goal["lead_vs_grpo_length_ratio"] == pytest.approx(45.333 / 61, abs=1e-3)
-    flat = ablation.target(ablation.summarise(VARIANTS), ablation.rl_gains(VARIANTS, rows(0.4, 0.4, 0.4)))
+    flat = claims.target(claims.summarise(VARIANTS), claims.rl_gains(VARIANTS, rows(0.4, 0.4, 0.4)))
     assert not flat["every_variant_improves"] and not flat["met"] and not flat["grpo_gain_met"]
 
 
 def test_penalty_note_gives_the_arithmetic_when_the_outcome_table_has_two_levels():
-    two = ablation.penalty_note((1.0, -1.0, -1.0, -1.0), (1.0, 0.0, 0.0, 0.0), answered=1.0)
+    two = claims.penalty_note((1.0, -1.0, -1.0, -1.0), (1.0, 0.0, 0.0, 0.0), answered=1.0)
     assert "affine" in two and "precision equals Pass@1" in two
-    three = ablation.penalty_note((1.0, -1.0, 0.0, -2.0), (1.0, 0.0, 0.0, 0.0), answered=0.8)
+    three = claims.penalty_note((1.0, -1.0, 0.0, -2.0), (1.0, 0.0, 0.0, 0.0), answered=0.8)
     assert "affine" not in three and "below a cut-off" in three and "equals Pass@1" not in three
 
 
 def test_the_report_holds_every_table_and_verdict():
-    summary = ablation.summarise({ablation.WARMSTART: rows(0.25, 0.24, 0.26), **VARIANTS})
-    gains = ablation.rl_gains(VARIANTS, rows(0.25, 0.24, 0.26))
+    summary = claims.summarise({claims.WARMSTART: rows(0.25, 0.24, 0.26), **VARIANTS})
+    gains = claims.rl_gains(VARIANTS, rows(0.25, 0.24, 0.26))
     text = markdown(
-        summary, ablation.target(summary, gains), ablation.judge_claims(VARIANTS), gains, {"E": "two levels."}
+        summary, claims.target(summary, gains), claims.judge_claims(VARIANTS), gains, {"E": "two levels."}
     )
     assert "| warm start (no RL) | 3 | 0.250 ± 0.010 |" in text
     assert "| GRPO-LEAD | 3 |" in text

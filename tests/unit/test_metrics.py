@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import lead.core.evaluation
-from lead.core.evaluation import (
+import lead.core.metrics
+from lead.core.metrics import (
     ProblemSamples,
     Sample,
     answer_classes,
@@ -142,7 +142,7 @@ def S(answer, correct, tokens, finished=True, generated=True):
 
 def test_lengths_split_by_verdict_and_skip_samples_never_generated():
     samples = [S("1", True, 10), S("1", True, 20), S("2", False, 60, False), S(None, False, 0, False, False)]
-    assert length_stats(samples) == lead.core.evaluation.LengthStats(30.0, 15.0, 60.0)
+    assert length_stats(samples) == lead.core.metrics.LengthStats(30.0, 15.0, 60.0)
     assert truncation_rate(samples) == pytest.approx(1 / 3)
     assert length_stats([S("1", False, 8)]).len_correct is None
     assert truncation_rate([S(None, False, 0, False, False)]) is None
@@ -225,7 +225,7 @@ def test_benchmark_metrics_needs_one_sample_count():
 
 
 def test_seed_summary_means_and_spreads():
-    summary = lead.core.evaluation.seed_summary(
+    summary = lead.core.metrics.seed_summary(
         [
             {"pass_at_1": 0.2, "len_avg": 10.0, "over_context": 1},
             {"pass_at_1": 0.4, "len_avg": 14.0, "over_context": 1},
@@ -235,4 +235,4 @@ def test_seed_summary_means_and_spreads():
         0.1414, abs=1e-4
     )
     assert summary["len_avg_std"] == pytest.approx(2.8284, abs=1e-4) and "over_context_std" not in summary
-    assert lead.core.evaluation.seed_summary([{"pass_at_1": 0.2}]) == {"pass_at_1": 0.2}
+    assert lead.core.metrics.seed_summary([{"pass_at_1": 0.2}]) == {"pass_at_1": 0.2}

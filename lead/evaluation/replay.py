@@ -18,7 +18,7 @@ with a list ``completions``):
 ==========================  ===========================================================================
 
 Each completion is judged by the evaluate stage's one function (:func:`lead.core.outcomes.judge` under
-:data:`~lead.core.outcomes.EVALUATION`), and each benchmark scored by :func:`lead.core.evaluation.benchmark_metrics`
+:data:`~lead.core.outcomes.EVALUATION`), and each benchmark scored by :func:`lead.core.metrics.benchmark_metrics`
 (every problem of a benchmark needs the same number of completions): the stage's figures, records and plots.
 Where the file holds reference verdicts, :func:`agreement` counts how often both say the same, and every
 disagreement is listed with both verdicts and both extracted answers: a user checks this protocol against a
@@ -152,7 +152,7 @@ def suite_names(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def replay(rows: Sequence[Mapping[str, Any]]) -> Replayed:
     """Judge every completion under evaluation's rules and score each suite (:func:`suite_names`) as the evaluate
     stage does; the agreement with the reference verdicts where rows carry them."""
-    from lead.core.evaluation import ProblemSamples, Sample, benchmark_metrics, cached_equal
+    from lead.core.metrics import ProblemSamples, Sample, benchmark_metrics, cached_equal
     from lead.core.outcomes import EVALUATION, judge
 
     judged, stats = judge(
