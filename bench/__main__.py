@@ -20,6 +20,7 @@ from pathlib import Path
 import bench
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
+NOTES = "<!-- notes -->"  # RESULTS.md's hand-kept tail: measurements behind settings, not re-run by a module
 _BLOCK_RE = re.compile(r"<!-- bench:(?P<name>\w+) -->\n(?P<body>.*?)<!-- /bench:(?P=name) -->\n", re.S)
 _ROW_RE = re.compile(r"<!-- row: (?P<row>.*?) -->")
 
@@ -44,8 +45,10 @@ def _section(result: bench.Result | None, name: str, stamp: str, error: str | No
 
 
 def write_results(sections: dict[str, str], known: list[str]) -> None:
-    """Merge ``sections`` into RESULTS.md (sections of modules that no longer exist are dropped)."""
+    """Merge ``sections`` into RESULTS.md (sections of modules that no longer exist are dropped); the notes
+    after :data:`NOTES` (measurements that decided a setting, with how they were made) are kept as they are."""
     old = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
+    notes = old[old.index(NOTES) :] if NOTES in old else ""
     blocks = {m["name"]: m.group(0) for m in _BLOCK_RE.finditer(old)}
     blocks.update(sections)
     ordered = [blocks[n] for n in known if n in blocks]
@@ -62,7 +65,9 @@ def write_results(sections: dict[str, str], known: list[str]) -> None:
         *rows,
         "",
     ]
-    RESULTS.write_text("\n".join(head) + "\n" + "\n".join(ordered), encoding="utf-8")
+    RESULTS.write_text(
+        "\n".join(head) + "\n" + "\n".join(ordered) + ("\n" + notes if notes else ""), encoding="utf-8"
+    )
 
 
 def main(argv: list[str]) -> int:

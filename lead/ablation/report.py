@@ -84,17 +84,14 @@ def penalty_notes(
     the two variants train with, and the answered share seen)."""
     from lead.training.presets import resolve
 
-    def outcomes(variant: str) -> tuple[float, ...]:
-        lead = resolve(cfg.variant_train(train, variant, seed=0)).lead
-        return (lead.correct, lead.wrong, lead.unfinished, lead.degenerate)
+    def rewards(variant: str) -> tuple[float, ...]:
+        return tuple(resolve(cfg.variant_train(train, variant, seed=0)).lead.reward_table().values())
 
     notes = {}
     for claim in claims.CLAIMS:
         if claim.score == "precision" and claim.treatment in summary and claim.control in summary:
             answered = summary[claim.treatment]["answered_mean"]
-            notes[claim.key] = claims.penalty_note(
-                outcomes(claim.treatment), outcomes(claim.control), answered
-            )
+            notes[claim.key] = claims.penalty_note(rewards(claim.treatment), rewards(claim.control), answered)
     return notes
 
 

@@ -19,7 +19,7 @@ with 0 < p < 1 gives its groups a learning signal.
 Outputs
 -------
 * ``<paths.curated>/calibrated.parquet`` — the **whole pool** (every input column, input order) plus ``k,
-  correct, pass_rate, wilson_low, wilson_high, mean_length, band`` and a boolean ``keep`` =
+  n_correct, pass_rate, wilson_low, wilson_high, mean_length, band`` and a boolean ``keep`` =
   ``calibrate.min_pass_rate < p < calibrate.max_pass_rate`` (stage 1; default 0 < p < 1; ``keep_inclusive``
   closes either end). All rows are kept rather than only the kept ones (the train stage reads ``keep``), so
   that the bands of the whole pool stay visible. The curriculum's stage 2 is its own DVC stage

@@ -49,8 +49,8 @@ def calibrate_pool(target: Target, *, extra: dict[str, Any] | None = None) -> di
     with atomic_path(target.output) as tmp:
         out.to_parquet(tmp, index=False)
 
-    histogram = difficulty.pass_rate_histogram((r.correct for r in records), cfg.samples)
-    by_level = _by_level(out, [r.correct for r in records], cfg.samples)
+    histogram = difficulty.pass_rate_histogram((r.n_correct for r in records), cfg.samples)
+    by_level = _by_level(out, [r.n_correct for r in records], cfg.samples)
     kept = int(out["keep"].sum())
     summary = {
         **(extra or {}),
@@ -97,7 +97,7 @@ def calibrate_pool(target: Target, *, extra: dict[str, Any] | None = None) -> di
 
         band = (target.low, target.high, target.inclusive)
         why = empty_pool_message(
-            [r.correct for r in records],
+            [r.n_correct for r in records],
             cfg.samples,
             band,
             reports=target.paths.reports,

@@ -240,7 +240,7 @@ CLAIMS = (
         "hard_pass_at_1",
         1,
     ),
-    # The faithful preset's outcome table (cut-off 0, wrong −1) has three levels where paper's has two:
+    # The faithful preset's reward table (cut-off 0, wrong −1) has three levels where paper's has two:
     # measured when ablation.variants holds both (recipes/proxy-headroom.yaml: {preset: faithful} over lead's and
     # grpo_l_ad's keys, with the two faithful rules that would switch the proxy's reward off put back).
     Claim(
@@ -357,9 +357,9 @@ def target(
 # Why a claim cannot show
 # --------------------------------------------------------------------------------------------------
 def penalty_note(
-    outcomes_with: Sequence[float], outcomes_without: Sequence[float], answered: float | None
+    rewards_with: Sequence[float], rewards_without: Sequence[float], answered: float | None
 ) -> str:
-    """Why E may have nothing to act on, from the outcome tables (correct, wrong, unfinished, degenerate) of
+    """Why E may have nothing to act on, from the reward tables (correct, wrong, unfinished, degenerate) of
     the variant with the penalty and the one without, and the answered share seen in evaluation.
 
     Group normalisation A_i = (r_i − mean r) / std r is unchanged by r → a·r + b (a > 0). Without L, rewards
@@ -372,18 +372,18 @@ def penalty_note(
     'With the penalty every non-correct outcome scores -1'
     """
     lines = []
-    non_correct = set(outcomes_with[1:])
+    non_correct = set(rewards_with[1:])
     if len(non_correct) == 1:
         lines.append(
-            f"With the penalty every non-correct outcome scores {outcomes_with[1]:g} (without it, "
-            f"{outcomes_without[1]:g}): two reward levels either way, so without the length term E is the affine "
+            f"With the penalty every non-correct outcome scores {rewards_with[1]:g} (without it, "
+            f"{rewards_without[1]:g}): two reward levels either way, so without the length term E is the affine "
             "map r → 2r − 1, which group normalisation (r − mean) / std undoes exactly; E can act only through "
             "its interaction with the length term (the gap between correct and not-correct grows against the "
             "spread exp(−α z) among the correct), not by telling a wrong answer from no answer."
         )
     else:
         lines.append(
-            f"The penalty's outcome table (correct, wrong, unfinished, degenerate) = {tuple(outcomes_with)}: a "
+            f"The penalty's reward table (correct, wrong, unfinished, degenerate) = {tuple(rewards_with)}: a "
             "wrong answer scores below a cut-off one, so E can trade answering for precision."
         )
     if answered is not None and answered >= 0.999:

@@ -96,14 +96,14 @@ def summarize_by_level(
 
 @dataclass(frozen=True)
 class ProblemCalibration:
-    """One problem's calibration: k samples, c of them correct.
+    """One problem's calibration: k samples, ``n_correct`` = c of them scored correct.
 
     pass_rate = c / k; (wilson_low, wilson_high) = :func:`wilson_interval` (c, k) at 95 %;
     mean_length = mean completion length in tokens over all k samples (EOS included).
     """
 
     k: int
-    correct: int
+    n_correct: int
     pass_rate: float
     wilson_low: float
     wilson_high: float
@@ -123,7 +123,7 @@ def calibrate_problem(correct: Sequence[bool], lengths: Sequence[int]) -> Proble
     low, high = wilson_interval(c, k)
     return ProblemCalibration(
         k=k,
-        correct=c,
+        n_correct=c,
         pass_rate=c / k,
         wilson_low=low,
         wilson_high=high,

@@ -85,7 +85,8 @@ class ProblemSamples:
         return len(self.samples)
 
     @property
-    def correct(self) -> int:
+    def n_correct(self) -> int:
+        """How many of its samples are correct."""
         return sum(s.correct for s in self.samples)
 
 
@@ -128,7 +129,7 @@ def mean_pass_at_k(problems: Sequence[ProblemSamples], k: int) -> float:
     """
     if not problems:
         raise ValueError("no problems to score")
-    return statistics.fmean(pass_at_k(p.n, p.correct, k) for p in problems)
+    return statistics.fmean(pass_at_k(p.n, p.n_correct, k) for p in problems)
 
 
 def mean_pass_at_1(problems: Sequence[ProblemSamples]) -> float:

@@ -217,7 +217,7 @@ class ProblemResult:
     benchmark: str
     problem_id: str
     gold: str
-    correct: int
+    n_correct: int
     samples: int
     answer: str | None
     problem: str = ""  # its statement, when the records hold it (older evaluations' do not)
@@ -225,7 +225,7 @@ class ProblemResult:
     @property
     def solved(self) -> bool:
         """Solved by most samples (at least half correct)."""
-        return 2 * self.correct >= self.samples > 0
+        return 2 * self.n_correct >= self.samples > 0
 
 
 def problem_results(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], ProblemResult]:
@@ -234,7 +234,7 @@ def problem_results(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], 
 
     >>> rows = [{"benchmark": "b", "problem_id": "p", "gold": "4", "answer": a, "correct": a == "4"} for a in "454"]
     >>> problem_results(rows)[("b", "p")]
-    ProblemResult(benchmark='b', problem_id='p', gold='4', correct=2, samples=3, answer='4', problem='')
+    ProblemResult(benchmark='b', problem_id='p', gold='4', n_correct=2, samples=3, answer='4', problem='')
     """
     grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for row in rows:
@@ -243,10 +243,10 @@ def problem_results(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], 
     for key, group in grouped.items():
         answers = [r["answer"] for r in group if r["answer"] is not None]
         common = max(answers, key=answers.count) if answers else None
-        correct = sum(bool(r["correct"]) for r in group)
+        n_correct = sum(bool(r["correct"]) for r in group)
         statement = str(group[0].get("problem") or "")
         out[key] = ProblemResult(
-            key[0], key[1], str(group[0]["gold"]), correct, len(group), common, statement
+            key[0], key[1], str(group[0]["gold"]), n_correct, len(group), common, statement
         )
     return out
 
@@ -263,7 +263,7 @@ def changed_problems(
 
     def change(pair: tuple[ProblemResult, ProblemResult]) -> float:
         a, b = pair
-        return a.correct / a.samples - b.correct / b.samples
+        return a.n_correct / a.samples - b.n_correct / b.samples
 
     failed = sorted((p for p in both if p[1].solved and not p[0].solved), key=change)
     solved = sorted((p for p in both if p[0].solved and not p[1].solved), key=change, reverse=True)
@@ -325,8 +325,8 @@ def review_section(
                             f"{mine.benchmark} {_clip(mine.problem_id, 40)}"
                             + (f": {_clip(mine.problem, 80)}" if mine.problem else ""),
                             _clip(mine.gold, 40),
-                            f"{_clip(mine.answer or '(no answer)', 40)} ({mine.correct}/{mine.samples})",
-                            f"{_clip(theirs.answer or '(no answer)', 40)} ({theirs.correct}/{theirs.samples})",
+                            f"{_clip(mine.answer or '(no answer)', 40)} ({mine.n_correct}/{mine.samples})",
+                            f"{_clip(theirs.answer or '(no answer)', 40)} ({theirs.n_correct}/{theirs.samples})",
                         ]
                     )
                 )

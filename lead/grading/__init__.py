@@ -83,7 +83,7 @@ class GradeStats:
     fast_path: decided by exact string/number rules without sympy. verified: decided by math-verify.
     no_answer: nothing could be extracted. unparseable: refused by a guard, not parseable by math-verify,
     or a crashed worker (all graded ``False``). timeouts: math-verify ran out of time (graded ``False``).
-    correct: how many were graded ``True`` (an extra, not part of the sum).
+    n_correct: how many were graded ``True`` (an extra, not part of the sum).
     """
 
     total: int = 0
@@ -92,7 +92,7 @@ class GradeStats:
     no_answer: int = 0
     unparseable: int = 0
     timeouts: int = 0
-    correct: int = 0
+    n_correct: int = 0
 
     def merge(self, other: GradeStats) -> GradeStats:
         """Field-wise sum of two stats (for accumulating over batches)."""
@@ -100,7 +100,7 @@ class GradeStats:
 
     def _count(self, status: str, ok: bool) -> None:
         setattr(self, status, getattr(self, status) + 1)
-        self.correct += int(ok)
+        self.n_correct += int(ok)
 
 
 def _gold_str(gold: Any) -> str:

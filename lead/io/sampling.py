@@ -9,7 +9,7 @@ transformers' batched ``generate`` is the fallback and what fast tests use.
 A sampler takes each prompt's **user message** (:func:`user_message`: the problem, then the instruction
 suffix) and applies the model's own chat template itself (:func:`render_prompt`; vLLM's chat path), as the
 paper does: one user turn, no system prompt. Passing the message rather than the rendered text lets a client
-of a generation server sample without loading a tokenizer (importing transformers costs ~5 s on 2 cores).
+of a generation server sample without loading a tokenizer (importing transformers takes seconds on a CPU).
 """
 
 from __future__ import annotations
@@ -157,8 +157,7 @@ CPU_KV_CACHE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 # torch.compile (inductor's C++ code generation) costs more start than it saves. GPUs keep vLLM's compiled
 # graphs and CUDA graphs (decode-bound evaluations of long answers gain most). A calibration chunk's 1024
 # sequences (128 prompts x 8 samples) in one batch, not in waves of vLLM-CPU's default 256 (128 for a server):
-# calibrate 111 s -> 101 s on 2 cores, the same pass rates (1 of 1200 mean lengths differs: vLLM's bfloat16
-# kernels are not batch-invariant).
+# faster, the same pass rates (bench/RESULTS.md, "Measurements behind settings").
 # The KV cache (VLLM_CPU_KVCACHE_SPACE) still caps how many run at once for a larger model.
 CPU_ENGINE_ARGS: dict[str, bool | int] = {
     "enable_chunked_prefill": False,
@@ -198,9 +197,9 @@ class VLLMSampler:
 
     On CPU the engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) without OpenMP thread
     binding (``VLLM_CPU_OMP_THREADS_BIND=nobind``). vLLM-CPU's default is an engine-core process that spawns
-    a worker process, and each spawn re-imports vLLM: ~15 s of a ~24 s start (vLLM's import included) on 2
-    cores, which dominated a small incremental calibration. In this process a fresh engine starts in ~9-11 s,
-    most of it importing vLLM (~2 s for a second engine), and samples as fast (same tokens, same seeds). Without
+    a worker process, and each spawn re-imports vLLM, which dominated a small incremental calibration's start;
+    in this process an engine starts in a fraction of that and samples as fast, the same tokens for the same
+    seeds (bench/RESULTS.md, "Measurements behind settings"). Without
     ``nobind`` vLLM would pin this whole process's OpenMP threads to one core. Either variable set in the
     environment wins. On GPUs vLLM's own defaults (a separate engine process) are kept.
     """
@@ -280,7 +279,7 @@ class ServerSampler:
     """A running generation server: vLLM's OpenAI-compatible server as ``lead serve`` starts it.
 
     The server is started once and outlives its clients, so a client pays neither vLLM's import nor the
-    engine's start (on 2 CPU cores ~10 s of a ~22 s incremental calibration of 60 problems).
+    engine's start (about half of a small incremental calibration on a CPU: bench/RESULTS.md).
     Each user message is one ``/v1/chat/completions`` request with its own seed (:func:`prompt_seed`), all
     sent at once so that the server batches them; the server renders the chat template, so the client needs
     no tokenizer. The completions are :class:`VLLMSampler`'s for the same model, dtype, messages and spec, up
@@ -482,7 +481,7 @@ def serve_command(
     ``--generation-config vllm``: a request's unset knobs take vLLM's defaults, as in-process sampling does,
     not the model's ``generation_config.json``. On CPU the engine runs inside the server's engine process
     (``uni`` executor and ``VLLM_ENABLE_V1_MULTIPROCESSING=0``): a separate worker process spin-waits on its
-    message queue: on 2 cores 60 problems x 8 samples took 6.3-9.0 s that way, 4.3-5.2 s without it.
+    message queue, which made sampling slower by about half on 2 cores (bench/RESULTS.md).
     Environment values already set win. With ``LEAD_SERVE_API_KEY`` set, the server requires it as a bearer
     token (vLLM's ``VLLM_API_KEY``: through the environment, not on the command line).
     """

@@ -91,7 +91,7 @@ def _closing(inclusive: str | None, end: str) -> str:
 
 
 def empty_pool_message(
-    correct: Sequence[int],
+    n_correct: Sequence[int],
     samples: int,
     band: tuple[float, float, Inclusive] | None = None,
     *,
@@ -100,7 +100,7 @@ def empty_pool_message(
 ) -> str:
     """Why stage-1 calibration kept none of its problems, with its numbers, and the knobs for that reason.
 
-    ``correct`` = each problem's correct completions out of ``samples`` (k), so p = c / k; ``band`` = the
+    ``n_correct`` = each problem's correct completions out of ``samples`` (k), so p = c / k; ``band`` = the
     keep band ``(low, high, inclusive)`` of :func:`lead.core.difficulty.in_band` where the caller knows it (the
     calibrate stage), None where it does not (the train stage reads the calibrated pool, not ``calibrate.*``):
     then a problem is too hard when p = 0 and too easy when p = 1. ``reports`` = ``paths.reports`` (where curate's
@@ -115,12 +115,12 @@ def empty_pool_message(
       carry the length reward's signal);
     * or some of each, none inside: more samples per problem (p moves in steps of 1/k) or a wider band.
     """
-    n, total, solved = len(correct), len(correct) * samples, sum(correct)
+    n, total, solved = len(n_correct), len(n_correct) * samples, sum(n_correct)
     rule = f" ({band_rule(*band)})" if band else ""
     head = f"calibrate kept 0 of {n} problems{rule}"
     if not n:
         return f"{head}: the curated pool is empty; check curate.sources and {reports}/curate"
-    rates = [c / samples for c in correct]
+    rates = [c / samples for c in n_correct]
     model = "the warm start" if base is None else f"model.base ({base})"
     low, high, inclusive = band if band else (0.0, 1.0, None)
     if band:

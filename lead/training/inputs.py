@@ -68,7 +68,7 @@ def training_rows(inputs: Inputs, start_fingerprint: str | None = None) -> list[
         # calibrate now stops before publishing an empty pool; this one was published without that check.
         samples = pool[0]["k"] if pool else 0
         why = empty_pool_message(
-            [r["correct"] for r in pool],
+            [r["n_correct"] for r in pool],
             samples,
             reports=paths.reports,
             base=None if inputs.warm_start else inputs.model.base,

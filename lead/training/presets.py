@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lead.config import TrainParams
-from lead.core.outcomes import OutcomeRules
+from lead.core.outcomes import Outcome, OutcomeRules
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,19 @@ class LeadSettings:
     drop_uninformative: bool = True
     scale_by_std: bool = True
     rules: OutcomeRules = field(default_factory=OutcomeRules)
+
+    def reward_table(self) -> dict[Outcome, float]:
+        """The reward of each outcome before L's shaping: ``{CORRECT: correct, WRONG: wrong, ...}``.
+
+        >>> list(LeadSettings().reward_table().values())
+        [1.0, -1.0, 0.0, -2.0]
+        """
+        return {
+            Outcome.CORRECT: self.correct,
+            Outcome.WRONG: self.wrong,
+            Outcome.UNFINISHED: self.unfinished,
+            Outcome.DEGENERATE: self.degenerate,
+        }
 
     @property
     def method(self) -> str:
@@ -87,7 +100,7 @@ class LeadSettings:
 PRESETS: dict[str, dict[str, Any]] = {
     "faithful": {
         "extraction": "boxed_before_think",
-        "outcomes": (1.0, -1.0, 0.0, -2.0),
+        "rewards": (1.0, -1.0, 0.0, -2.0),
         "length_gate_tokens": 4000,
         "truncation": "graded",  # the reference code never looks at the token limit
         "loss_type": "grpo",
@@ -98,7 +111,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "paper": {
         "extraction": "boxed",
-        "outcomes": (1.0, -1.0, -1.0, -1.0),
+        "rewards": (1.0, -1.0, -1.0, -1.0),
         "length_gate_tokens": 0,
         "truncation": "unfinished",
         "loss_type": "grpo",
@@ -109,7 +122,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "improved": {
         "extraction": "boxed",
-        "outcomes": (1.0, -1.0, -1.0, -2.0),
+        "rewards": (1.0, -1.0, -1.0, -2.0),
         "length_gate_tokens": 0,
         "truncation": "graded",
         "loss_type": "dapo",
@@ -169,7 +182,7 @@ def resolve(train: TrainParams) -> Resolved:
         value = getattr(train, key)
         return preset[key] if value is None else value
 
-    correct, wrong, unfinished, degenerate = preset["outcomes"]
+    correct, wrong, unfinished, degenerate = preset["rewards"]
     rules = outcome_rules(train)
     if not train.penalty:  # E off: a plain 0/1 accuracy reward
         wrong = unfinished = degenerate = 0.0

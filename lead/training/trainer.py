@@ -82,12 +82,7 @@ def outcome_reward_func(settings: LeadSettings):
 
     It sees only this process's completions, so it cannot shape by group: that is what ``LEADTrainer`` adds.
     """
-    table = {
-        Outcome.CORRECT: settings.correct,
-        Outcome.WRONG: settings.wrong,
-        Outcome.UNFINISHED: settings.unfinished,
-        Outcome.DEGENERATE: settings.degenerate,
-    }
+    table = settings.reward_table()
 
     def lead_outcome(completions, answer, completion_ids, **_: Any) -> list[float]:
         texts = [completion_text(c) for c in completions]

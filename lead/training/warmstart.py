@@ -123,15 +123,13 @@ def sft_config(ws: WarmstartParams, model: ModelParams, output_dir: Path):
     steps = max(1, round(ws.epochs * ws.examples / ws.batch_size)) if model.is_tiny else -1
     return SFTConfig(
         output_dir=str(output_dir),
-        # Each optimizer step's batch is a random draw, on purpose: length-grouped batches (transformers'
-        # group_by_length, or buckets in random order, with or without token-weighted loss) pad 1.02x instead of
-        # 1.8x, but the warm start then solves far less of the pool (calibrate's mean pass rate 0.03-0.10
-        # against 0.21). Within a step, transformers' batch_rebalance sampler splits the random batch into
-        # `micro_batches` forward passes of similar lengths (padded tokens 1.78x the real ones, 1.33x with 2, 1.15x
-        # with 4), and the trainer sums their gradients normalised by the whole batch's token count
-        # (num_items_in_batch): the gradient of the batch, a step in 0.75-0.80x (2) and 0.60-0.67x (4) the time of one
-        # pass (bench/warmstart.py). That sampler shuffles with its
-        # own fixed seed, not data_seed: the batches' order is the same for every warmstart.seed (traces differ).
+        # Each optimizer step's batch is a random draw, on purpose: length-grouped batches pad far less, but the
+        # warm start then solves far less of the pool. Within a step, transformers' batch_rebalance sampler splits
+        # the random batch into `micro_batches` forward passes of similar lengths (less padding, faster steps),
+        # and the trainer sums their gradients normalised by the whole batch's token count (num_items_in_batch):
+        # the gradient of the batch. The figures: bench/RESULTS.md (bench/warmstart.py, and "Measurements behind
+        # settings"). That sampler shuffles with its own fixed seed, not data_seed: the batches' order is the
+        # same for every warmstart.seed (traces differ).
         train_sampling_strategy="batch_rebalance",
         per_device_train_batch_size=ws.batch_size // ws.micro_batches,
         gradient_accumulation_steps=ws.micro_batches,
@@ -144,8 +142,8 @@ def sft_config(ws: WarmstartParams, model: ModelParams, output_dir: Path):
         max_steps=steps,
         max_length=ws.max_length,
         completion_only_loss=True,
-        # TRL tokenizes the 19,200 traces one chat template at a time (13 s on one core); a process per thread
-        # the stage may use halves that on 2 cores, with the same tokens.
+        # TRL tokenizes the traces one chat template at a time; a process per thread the stage may use shares
+        # that work out, with the same tokens (bench/RESULTS.md).
         dataset_num_proc=max(1, torch.get_num_threads()),
         # TRL turns gradient checkpointing on by default: pure overhead for small models on CPU.
         gradient_checkpointing=not model.is_tiny,

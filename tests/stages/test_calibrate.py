@@ -149,7 +149,7 @@ def test_run_writes_the_calibrated_pool_reports_and_an_mlflow_run(params: Params
     pool = pd.read_parquet(params.paths.curated / "train.parquet")
     assert list(out.columns) == [*pool.columns, *calibration.RECORD_COLUMNS, "band", "keep"]
     assert out["id"].tolist() == pool["id"].tolist()
-    assert (out["k"] == 2).all() and (out["pass_rate"] == out["correct"] / 2).all()
+    assert (out["k"] == 2).all() and (out["pass_rate"] == out["n_correct"] / 2).all()
     assert out["keep"].tolist() == [0 <= p < 1 for p in out["pass_rate"]]
     assert (out["mean_length"] >= 1).all() and (out["mean_length"] <= 8).all()
     assert (out["wilson_low"] <= out["pass_rate"]).all() and (out["pass_rate"] <= out["wilson_high"]).all()
@@ -182,7 +182,7 @@ def test_pass_rates_keep_bands_and_histogram_are_exact(params: Params, scripted)
     summary = calibration.calibrate_pool(calibration_target(params))
     out = _out(params)
     expected = [j % 5 for j in range(40)]
-    assert out["correct"].tolist() == expected
+    assert out["n_correct"].tolist() == expected
     assert out["keep"].tolist() == [0 < c < 4 for c in expected]
     assert out["mean_length"].tolist() == [11.5] * 40
     assert summary["histogram"] == {"0": 8, "0.25": 8, "0.5": 8, "0.75": 8, "1": 8}
@@ -195,7 +195,7 @@ def test_pass_rates_keep_bands_and_histogram_are_exact(params: Params, scripted)
         "1": 8,
     }
     assert summary["kept"] == 24
-    assert summary["grader"]["correct"] == sum(expected) and summary["grader"]["fast_path"] == 160
+    assert summary["grader"]["n_correct"] == sum(expected) and summary["grader"]["fast_path"] == 160
     # Per difficulty level (the pool's levels 1, 2, 3 in turn): where each level's problems sit in the band.
     assert out["level"].tolist() == [1 + j % 3 for j in range(40)]
     for level in (1, 2, 3):
@@ -289,7 +289,7 @@ def test_pass_rates_are_measured_with_the_rewards_extraction_rule(params: Params
         calibration.calibrate_pool(calibration_target(params))
     anywhere = json.loads(summary.read_text())
     assert anywhere["outcome_rules"]["extraction"] == "any" and anywhere["sampled_problems"] == 40
-    assert anywhere["grader"]["correct"] == 80 and anywhere["settings"] != boxed["settings"]
+    assert anywhere["grader"]["n_correct"] == 80 and anywhere["settings"] != boxed["settings"]
 
 
 @pytest.mark.parametrize(
@@ -337,7 +337,7 @@ def test_a_pass_rate_is_the_share_the_trainer_scores_correct(
     params.calibrate.keep_inclusive = "both"  # keep everything: the pass rates are what is checked
     summary = calibration.calibrate_pool(calibration_target(params))
     assert summary["grader"]["total"] == 80
-    solved = sum(r for r in pd.read_parquet(params.paths.curated / "calibrated.parquet")["correct"])
+    solved = sum(r for r in pd.read_parquet(params.paths.curated / "calibrated.parquet")["n_correct"])
     assert solved == correct
     # ... and the trainer scores those very completions the same way.
     texts, golds, finished = zip(*sampler.seen, strict=True)

@@ -154,7 +154,7 @@ def test_calibrate_through_the_server_extends_an_in_process_cache(server, small_
 
     def records(**kwargs):
         return [
-            (r.correct, r.mean_length)
+            (r.n_correct, r.mean_length)
             for r in calibration.pool_records(calibration_target(small_params), **kwargs).records
         ]
 
@@ -163,7 +163,7 @@ def test_calibrate_through_the_server_extends_an_in_process_cache(server, small_
     write_pool(small_params, pool)
     cal = calibration.pool_records(calibration_target(small_params), server=url)
     assert (cal.sampled, cal.backend) == (3, "vllm")
-    through_server = [(r.correct, r.mean_length) for r in cal.records]
+    through_server = [(r.n_correct, r.mean_length) for r in cal.records]
     calibration_target(small_params).cache.unlink()
     from_scratch = records()
     assert sum(a == b for a, b in zip(from_scratch, through_server, strict=True)) >= 9

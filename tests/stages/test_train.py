@@ -419,7 +419,7 @@ def test_an_empty_pool_stops_train_with_the_reason_and_its_knob(small_params):
     rows = [{"id": str(i), "problem": f"{i} + 1", "answer": str(i + 1)} for i in range(3)]
     write_pool(small_params, pd.DataFrame(rows))
     calibrated = small_params.paths.curated / "calibrated.parquet"
-    pd.DataFrame([{**r, "k": 4, "correct": 0, "keep": False} for r in rows]).to_parquet(
+    pd.DataFrame([{**r, "k": 4, "n_correct": 0, "keep": False} for r in rows]).to_parquet(
         calibrated, index=False
     )
     publish(manifest_path(small_params.paths, "calibrate"), "calibrate", [calibrated])

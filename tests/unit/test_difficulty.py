@@ -64,7 +64,7 @@ def test_wilson_rejects_impossible_counts(correct, n):
 
 def test_calibrate_problem_record():
     r = calibrate_problem([True, False, True, True], [10, 20, 30, 41])
-    assert (r.k, r.correct, r.pass_rate, r.mean_length) == (4, 3, 0.75, 25.25)
+    assert (r.k, r.n_correct, r.pass_rate, r.mean_length) == (4, 3, 0.75, 25.25)
     assert (r.wilson_low, r.wilson_high) == wilson_interval(3, 4)
     with pytest.raises(ValueError, match="k >= 1"):
         calibrate_problem([], [])

@@ -441,7 +441,7 @@ def test_table_through_grade_batch() -> None:
     )
     assert stats.fast_path > stats.verified > 0  # most items never touch a worker
     assert stats.timeouts == 0 and stats.no_answer == 0
-    assert stats.correct == sum(results)
+    assert stats.n_correct == sum(results)
 
 
 ADVERSARIAL = [
@@ -487,7 +487,7 @@ def test_adversarial_grade_batch_bounded_and_counted() -> None:
     assert (
         stats.no_answer + stats.unparseable + stats.timeouts + stats.verified + stats.fast_path == stats.total
     )
-    assert stats.correct == 0
+    assert stats.n_correct == 0
     # Items run two at a time at worst; each one is hard-limited to timeout + 1 s.
     assert elapsed < (len(ADVERSARIAL) / 2) * (timeout + grading.pool.HARD_GRACE_S) + SLACK_S
 
@@ -514,7 +514,7 @@ def test_stats_counts() -> None:
     results, stats = grade_batch_with_stats(completions, golds)
     assert results == [False, True, False, True, False]
     assert stats == GradeStats(
-        total=5, fast_path=2, verified=1, no_answer=1, unparseable=1, timeouts=0, correct=2
+        total=5, fast_path=2, verified=1, no_answer=1, unparseable=1, timeouts=0, n_correct=2
     )
     assert stats.merge(stats).total == 10
 
@@ -551,7 +551,7 @@ def test_grading_from_a_thread() -> None:
     results, stats = out["batch"]  # type: ignore[misc]
     assert results == [True, True, False, False]
     # "none" is a one-word answer (as "Evelyn" is), graded wrong by math-verify
-    assert stats == GradeStats(total=4, fast_path=1, verified=2, no_answer=0, unparseable=1, correct=2)
+    assert stats == GradeStats(total=4, fast_path=1, verified=2, no_answer=0, unparseable=1, n_correct=2)
     slow_results, slow_stats = out["slow"]  # type: ignore[misc]
     assert slow_results == [False] and slow_stats.timeouts == 1
     assert out["grade"] is True
