@@ -129,6 +129,15 @@ class TrainParams(Section):
         description="advantage 0 for a group whose rewards are all <= 0 or all exactly 1 (the reference code "
         "drops such groups)",
     )
+    dynamic_sampling: bool = Field(
+        False,
+        description="refill the groups that carry no signal (drop_uninformative's rule) with groups of further "
+        "prompts of the pool, generated and scored the same way, until the step's batch is all informative or "
+        "max_refill_rounds were drawn (DAPO's dynamic sampling; docs/training.md says when it pays)",
+    )
+    max_refill_rounds: int = Field(
+        3, ge=1, le=64, description="dynamic_sampling: most refill rounds per optimizer step"
+    )
     # null = the preset's value
     length_gate_tokens: int | None = Field(
         None,

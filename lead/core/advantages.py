@@ -31,7 +31,7 @@ import numpy as np
 from lead.core._arrays import as_1d_float, check_group_size
 from lead.core.outcomes import OUTCOMES, Outcome
 
-__all__ = ["difficulty_weight", "group_advantages", "lead_advantages"]
+__all__ = ["difficulty_weight", "group_advantages", "lead_advantages", "uninformative_groups"]
 
 
 def _grouped(values: Any, group_size: int) -> np.ndarray:
@@ -105,6 +105,19 @@ def group_advantages(
     return scaled.reshape(-1)
 
 
+def uninformative_groups(rewards: Any, group_size: int) -> np.ndarray:
+    """Per group, whether it carries no signal: every reward <= 0 (nothing solved) or every reward exactly 1 (all
+    solved, unshaped). The one definition that ``drop_uninformative`` zeroes and dynamic sampling refills
+    (:mod:`lead.core.dynamic_sampling`).
+
+    >>> uninformative_groups([0, -1, -2, 0, 1, 1, 1, 1, 1, -1, -1, -1], 4).tolist()
+    [True, True, False]
+    """
+    r = _grouped(rewards, group_size)
+    flags: np.ndarray = np.all(r <= 0, axis=1) | np.all(r == 1.0, axis=1)
+    return flags
+
+
 def lead_advantages(
     rewards: Any,
     group_size: int,
@@ -137,8 +150,7 @@ def lead_advantages(
         rho = (r > 0).mean(axis=1, keepdims=True)
         adv = np.where(adv > 0, adv * difficulty_weight(rho), adv * difficulty_weight(1.0 - rho))
     if drop_uninformative:
-        uninformative = np.all(r <= 0, axis=1) | np.all(r == 1.0, axis=1)
-        adv = np.where(uninformative[:, None], 0.0, adv)
+        adv = np.where(uninformative_groups(r.reshape(-1), group_size)[:, None], 0.0, adv)
     return adv.reshape(-1)
 
 

@@ -55,7 +55,13 @@ def _headline(stage: str, summary: Mapping[str, Any]) -> str:
         )
     if stage in ("train", "train_stage2"):
         resumed = f", resumed from {summary['resumed_from']}" if summary.get("resumed_from") else ""
-        return f"{steps_text(summary['steps'])}, last reward {number(summary.get('last_reward'))}{resumed}"
+        refilled = (  # dynamic sampling: what filling every batch with informative groups cost
+            f", {number(summary.get('prompts_drawn'), '.0f')} prompts drawn in "
+            f"{number(summary.get('refill_rounds'), '.0f')} refill rounds"
+            if summary.get("dynamic_sampling")
+            else ""
+        )
+        return f"{steps_text(summary['steps'])}, last reward {number(summary.get('last_reward'))}{refilled}{resumed}"
     if stage == "evaluate":
         # "<benchmark>.pass_at_1" at the top level; deeper keys are per budget or difficulty level
         names = [

@@ -191,6 +191,13 @@ def grpo_config_kwargs(
     # The token budget counts the bounds params state (prompt + completion), not the chat template's allowance.
     sequence = max_prompt_tokens + t.max_completion_length
     batch = micro_batching(t.batch_size, t.num_generations, world, sequence, t.micro_batch_tokens)
+    if t.dynamic_sampling and (t.batch_size // world) % t.num_generations:
+        # Refilling replaces whole groups per process (lead.core.dynamic_sampling): none may straddle two.
+        raise ParamsError(
+            f"train.dynamic_sampling: each of the {world} processes holds {t.batch_size // world} completions, "
+            f"not whole groups of train.num_generations ({t.num_generations}); make train.batch_size a multiple "
+            f"of {world * t.num_generations}"
+        )
     launch = Launch(t, max_prompt_tokens, resolve(t), batch, output_dir, cuda, context)
     own = {s.field: s.value(launch) for s in SETTINGS}
     clash = [key for key in t.grpo_config if key in own]

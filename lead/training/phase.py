@@ -29,7 +29,7 @@ from lead.training.identity import (
 )
 from lead.training.inputs import Inputs, start_model, training_rows
 from lead.training.presets import resolve
-from lead.training.reports import curve_point
+from lead.training.reports import curve_point, generation_totals
 
 
 @dataclass(frozen=True)
@@ -206,4 +206,6 @@ def _what_it_did(
         "first_reward": history[0]["reward"] if history else None,
         "last_reward": history[-1]["reward"] if history else None,
         "curve": [curve_point(h) for h in history],
+        "dynamic_sampling": train.dynamic_sampling,
+        **generation_totals([h for h in log if "reward" in h]),
     }

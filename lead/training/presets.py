@@ -60,6 +60,8 @@ class LeadSettings:
     reweight: bool = True
     drop_uninformative: bool = True
     scale_by_std: bool = True
+    dynamic_sampling: bool = False  # refill uninformative groups (lead.core.dynamic_sampling)
+    max_refill_rounds: int = 3
     rules: OutcomeRules = field(default_factory=OutcomeRules)
 
     def reward_table(self) -> dict[Outcome, float]:
@@ -199,6 +201,8 @@ def resolve(train: TrainParams) -> Resolved:
         degenerate=degenerate,
         reweight=train.reweight,
         drop_uninformative=train.drop_uninformative,
+        dynamic_sampling=train.dynamic_sampling,
+        max_refill_rounds=train.max_refill_rounds,
         rules=rules,
         # Dr. GRPO (Liu et al. 2025) drops the std scaling of the advantage as well as the length normalisation.
         scale_by_std=loss_type != "dr_grpo",

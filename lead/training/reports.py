@@ -35,10 +35,8 @@ def publish_training(
     )
 
 
-HEADLINE_KEYS = (
-    "steps",
-    "last_reward",
-)  # what DVC shows as a training stage's metrics; <stage>.json keeps all
+# What DVC shows as a training stage's metrics (<stage>.json keeps all): with the generation the steps cost.
+HEADLINE_KEYS = ("steps", "last_reward", "prompts_drawn", "refill_rounds", "completion_tokens")
 
 
 def write_headline(paths: PathParams, stage: str, summary: dict[str, Any]) -> Path:
@@ -59,6 +57,9 @@ CURVE = {
     "correct": "lead/share_correct",
     "truncated": "lead/truncated",
     "weight_spread": "lead/weight_spread",
+    "informative": "dynamic/informative_share",
+    "refill_rounds": "dynamic/refill_rounds",
+    "tokens_per_informative_group": "dynamic/tokens_per_informative_group",
 }
 CURVE_COLUMNS = tuple(CURVE)
 
@@ -72,9 +73,39 @@ def curve_point(logged: dict[str, Any]) -> dict[str, Any]:
     return {column: logged.get(key) for column, key in CURVE.items()}
 
 
+# The generation a run cost, summed over its steps from the trainer's per-step metrics (lead.training.trainer).
+TOTALS = {
+    "prompts_drawn": "dynamic/prompts_drawn",
+    "refill_rounds": "dynamic/refill_rounds",
+    "completion_tokens": "dynamic/completion_tokens",
+    "short_groups": "dynamic/short_groups",
+}
+
+
+def generation_totals(log_history: list[dict[str, Any]]) -> dict[str, float]:
+    """:data:`TOTALS` over a run: each logged value is the mean of the steps since the previous log, so it
+    counts once per step of its interval (exact with ``logging_steps: 1``). A key never logged is left out.
+
+    >>> generation_totals([{"step": 1, "dynamic/refill_rounds": 1.0}, {"step": 3, "dynamic/refill_rounds": 0.5}])
+    {'refill_rounds': 2.0}
+    """
+    totals: dict[str, float] = {}
+    previous = 0
+    for entry in log_history:
+        if "step" not in entry or not any(key in entry for key in TOTALS.values()):
+            continue
+        steps = entry["step"] - previous
+        previous = entry["step"]
+        for name, key in TOTALS.items():
+            if key in entry:
+                totals[name] = totals.get(name, 0.0) + entry[key] * steps
+    return totals
+
+
 def write_curves(stem: Path, curve: list[dict[str, Any]]) -> list[Path]:
     """The columns of :data:`CURVE_COLUMNS` per logged step: ``<stem>.csv`` (the numbers) and ``<stem>.png``
-    (reward, length, AD weights' spread), which ``dvc plots diff`` shows side by side for two experiments or commits."""
+    (reward, length, AD weights' spread, the informative share), which ``dvc plots diff`` shows side by side for
+    two experiments or commits."""
     from matplotlib.figure import Figure
 
     table = stem.with_suffix(".csv")
@@ -83,8 +114,8 @@ def write_curves(stem: Path, curve: list[dict[str, Any]]) -> list[Path]:
         for p in curve
     )
     write_text(table, ",".join(CURVE_COLUMNS) + "\n" + rows)
-    fig = Figure(figsize=(11, 3.2), layout="constrained")
-    reward, length, weights = fig.subplots(1, 3)
+    fig = Figure(figsize=(14, 3.2), layout="constrained")
+    reward, length, weights, signal = fig.subplots(1, 4)
     steps = [p["step"] for p in curve]
     reward.plot(steps, [p["reward"] for p in curve], color="tab:blue")
     reward.set(xlabel="step", ylabel="mean reward", title="reward")
@@ -92,6 +123,19 @@ def write_curves(stem: Path, curve: list[dict[str, Any]]) -> list[Path]:
     length.set(xlabel="step", ylabel="tokens", title="completion length")
     weights.plot(steps, [p.get("weight_spread") for p in curve], color="tab:green")
     weights.set(xlabel="step", ylabel="std of w(ρ)", title="AD weights' spread (informative groups)")
+    signal.plot(steps, [p.get("informative") for p in curve], color="tab:purple", label="informative share")
+    signal.set(
+        xlabel="step",
+        ylabel="share of groups",
+        ylim=(-0.05, 1.05),
+        title="groups with a signal (first batch)",
+    )
+    if any(
+        p.get("refill_rounds") for p in curve
+    ):  # dynamic sampling: how many rounds it took to fill the batch
+        rounds = signal.twinx()
+        rounds.step(steps, [p.get("refill_rounds") for p in curve], color="tab:gray", where="mid")
+        rounds.set_ylabel("refill rounds")
     image = stem.with_suffix(".png")
     with atomic_path(image) as tmp:
         fig.savefig(tmp, dpi=110, format="png")

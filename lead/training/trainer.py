@@ -39,15 +39,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from accelerate.utils import gather_object
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from lead.core.advantages import lead_advantages, lead_metrics
+from lead.core import dynamic_sampling
+from lead.core.advantages import lead_advantages, lead_metrics, uninformative_groups
 from lead.core.outcomes import ANSWERED, EVALUATION, OUTCOMES, Outcome, judge
 from lead.core.rewards import lead_rewards
 from lead.grading import GradeStats
 from lead.patches import vllm_colocated_cpu
 from lead.patches.trl_buffers import overwrite_logged_advantages, record_metrics
+from lead.training import refill
 from lead.training.presets import LeadSettings
 
 # A step where more than this share of the grades timed out is not trusted: math-verify is broken or starved,
@@ -157,6 +160,9 @@ class LEADTrainer(GRPOTrainer):
         self._lead_grader: dict[str, float] = {}
         # This process's part of the last batch, one row per completion (CompletionsTable logs it).
         self._lead_rows: dict[str, list[Any]] = {}
+        # Dynamic sampling's pool: a prompt's row by its id (a step's own prompts are not drawn again).
+        ids = self.train_dataset["id"] if "id" in getattr(self.train_dataset, "column_names", ()) else []
+        self._pool_row = {row_id: i for i, row_id in enumerate(ids)}
 
     # -- TRL seam 0: the training data's order, a function of (seed, epoch) -----------------------------------
     def _get_train_sampler(self, dataset: Any = None) -> EpochSampler:
@@ -230,12 +236,26 @@ class LEADTrainer(GRPOTrainer):
             self, "eval", {"pass_at_1": correct / max(total, 1), "answered": answered / max(total, 1)}
         )
 
-    # -- TRL seam 2: replace the advantages -------------------------------------------------------------------
+    # -- TRL seam 2: replace the advantages (after refilling the batch) ----------------------------------------
     def _generate_and_score_completions(self, inputs):
         started = time.perf_counter()
         output = super()._generate_and_score_completions(inputs)
         batch = self._lead_batch
         s = self.lead
+        rounds = [(output, batch, self._lead_rows)]
+        if self.model.training:
+            rounds = self._refill(inputs, rounds)
+        G = self.num_generations
+        plan, sampled = None, self._sampling_metrics(rounds)
+        if len(rounds) > 1:
+            output, batch, plan = self._join(rounds)
+        unsignalled = float(uninformative_groups(batch["rewards"], G).sum())
+        groups = len(batch["rewards"]) // G
+        sampled["dynamic/tokens_per_informative_group"] = sampled["dynamic/completion_tokens"] / max(
+            groups - unsignalled, 1.0
+        )
+        if s.dynamic_sampling:  # the groups it trains on without a signal: the rounds ran out
+            sampled["dynamic/short_groups"] = unsignalled
         advantages = lead_advantages(
             batch["rewards"],
             self.num_generations,
@@ -253,14 +273,92 @@ class LEADTrainer(GRPOTrainer):
         self._lead_rows["reward"] = batch["rewards"][start : start + local].tolist()
         self._lead_rows["advantage"] = advantages[start : start + local].tolist()
         # TRL buffered its own advantages for the completions table; it prints them only at the next log.
-        overwrite_logged_advantages(self, advantages.tolist())
+        overwrite_logged_advantages(
+            self,
+            advantages.tolist()
+            if plan is None
+            else refill.logged_advantages(
+                [b for _, b, _ in rounds], plan, advantages, G, self.accelerator.num_processes
+            ),
+        )
         record_metrics(
             self,
             "train" if self.model.training else "eval",
             {
                 **lead_metrics(batch, advantages, self.num_generations),
                 **self._lead_grader,
+                **(sampled if self.model.training else {}),
                 "lead/step_seconds": time.perf_counter() - started,
             },
         )
         return output
+
+    # -- dynamic sampling (lead.core.dynamic_sampling) --------------------------------------------------------
+    def _refill(
+        self, inputs: list[dict[str, Any]], rounds: list[tuple[Any, Any, Any]]
+    ) -> list[tuple[Any, Any, Any]]:
+        """With ``dynamic_sampling`` on, generate and score further prompts of the pool, round after round, until
+        every process holds as many informative groups as its batch has groups (or the rounds run out); each round
+        is TRL's own generation and scoring, so its rewards are LEAD's. The rounds, first one first."""
+        s, G = self.lead, self.num_generations
+        if not s.dynamic_sampling:
+            return rounds
+        processes = self.accelerator.num_processes
+        groups = (
+            len(inputs) // G
+        )  # this process's, the same on every process (whole groups: checked at start)
+        flags = [~uninformative_groups(rounds[0][1]["rewards"], G)]
+        taken = {self._pool_row.get(row.get("id")) for row in gather_object([x for x in inputs[::G]])}
+        for round_ in range(1, s.max_refill_rounds + 1):
+            deficit = max(dynamic_sampling.deficits(flags, processes, groups))
+            share = float(np.concatenate(flags).mean())
+            count = dynamic_sampling.round_prompts(deficit, share, groups)
+            if not count:
+                break
+            drawn = dynamic_sampling.refill_indices(
+                len(self.train_dataset),
+                count * processes,
+                seed=self.args.seed,
+                step=self.state.global_step,
+                round_=round_,
+                exclude=frozenset(taken - {None}),
+            )
+            if len(drawn) < count * processes:  # the pool is spent for this step
+                break
+            taken.update(drawn)
+            mine = drawn[
+                self.accelerator.process_index * count : (self.accelerator.process_index + 1) * count
+            ]
+            more = [self.train_dataset[i] for i in mine for _ in range(G)]
+            output = super()._generate_and_score_completions(more)
+            rounds.append((output, self._lead_batch, self._lead_rows))
+            flags.append(~uninformative_groups(self._lead_batch["rewards"], G))
+        return rounds
+
+    def _join(self, rounds: list[tuple[Any, Any, Any]]) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
+        """The step's batch from its rounds (:func:`lead.core.dynamic_sampling.plan`): this process's output, the
+        gathered arrays, the plan; ``_lead_rows`` and ``num_items_in_batch`` follow the kept groups."""
+        G, processes = self.num_generations, self.accelerator.num_processes
+        outputs, batches, rows = zip(*rounds, strict=True)
+        groups = len(outputs[0]["completion_ids"]) // G
+        plan = dynamic_sampling.plan(
+            [~uninformative_groups(b["rewards"], G) for b in batches], processes, groups
+        )
+        mine = plan.picks[self.accelerator.process_index]
+        output = refill.join_outputs(outputs, mine, G, self._tokenizer.pad_token_id)
+        loss_mask = output["completion_mask"] * output.get("tool_mask", 1)
+        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        self._lead_rows = {key: [rows[r][key][i] for r, i in refill.rows_of(mine, G)] for key in rows[0]}
+        return output, refill.gathered_batch(batches, plan, G, processes), plan
+
+    def _sampling_metrics(self, rounds: list[tuple[Any, Any, Any]]) -> dict[str, float]:
+        """What the step generated: the informative share of its first batch, the refill rounds, the prompts
+        drawn and the completion tokens of every round (all processes)."""
+        G = self.num_generations
+        batches = [b for _, b, _ in rounds]
+        return {
+            "dynamic/informative_share": float((~uninformative_groups(batches[0]["rewards"], G)).mean()),
+            "dynamic/refill_rounds": float(len(rounds) - 1),
+            "dynamic/prompts_drawn": float(sum(len(b["rewards"]) // G for b in batches)),
+            "dynamic/completion_tokens": float(sum(b["lengths"].sum() for b in batches)),
+        }

@@ -97,13 +97,20 @@ def test_train_stage_saves_the_model_and_logs_lead_metrics(rl_params):
     client = mlflow.MlflowClient()
     assert [m.step for m in client.get_metric_history(run.info.run_id, "reward")] == [1, 2]
     curves = (rl_params.paths.reports / "train_curves.csv").read_text().splitlines()
-    assert curves[0] == "step,reward,length,correct,truncated,weight_spread"
+    assert curves[0].split(",") == [
+        *("step", "reward", "length", "correct", "truncated", "weight_spread"),
+        *("informative", "refill_rounds", "tokens_per_informative_group"),
+    ]
     assert [line.split(",")[0] for line in curves[1:]] == ["1", "2"]
-    assert all(len(line.split(",")) == 6 and line.split(",")[5] != "" for line in curves[1:])
+    assert all(len(line.split(",")) == 9 and "" not in line.split(",")[5:8] for line in curves[1:])
     assert (rl_params.paths.reports / "train_curves.png").stat().st_size > 0
     assert "curve" not in json.loads((rl_params.paths.reports / "train.json").read_text())
     headline = json.loads((rl_params.paths.reports / "train_headline.json").read_text())  # DVC's metrics
-    assert headline == {"steps": 2, "last_reward": summary["last_reward"]}
+    generated = {k: summary[k] for k in ("prompts_drawn", "refill_rounds", "completion_tokens")}
+    assert headline == {"steps": 2, "last_reward": summary["last_reward"], **generated}
+    assert (
+        generated["prompts_drawn"] == 2 * 2 and generated["refill_rounds"] == 0
+    )  # 2 groups a step, no refill
     logged = {a.path for a in client.list_artifacts(run.info.run_id, "completions")}
     assert logged == {"completions/step_00001.json", "completions/step_00002.json"}
     table = json.loads(
