@@ -31,6 +31,7 @@ from typing import Any
 
 from bench import Result, table
 from lead.config import load_params, recipe_overrides
+from lead.config.load import ALLOW_EXTERNAL_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {
@@ -48,7 +49,8 @@ def _stage(name: str, overrides: dict[str, Any]) -> float:
     for key, value in overrides.items():
         command += ["-S", f"{key}={value}"]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    env = {**os.environ, ALLOW_EXTERNAL_ENV: "1"}  # the scratch workspace is a temporary folder on purpose
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
     if done.returncode:
         raise RuntimeError(f"{name} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
     return time.perf_counter() - started

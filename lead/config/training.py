@@ -133,7 +133,8 @@ class TrainParams(Section):
         False,
         description="refill the groups that carry no signal (drop_uninformative's rule) with groups of further "
         "prompts of the pool, generated and scored the same way, until the step's batch is all informative or "
-        "max_refill_rounds were drawn (DAPO's dynamic sampling; docs/training.md says when it pays)",
+        'max_refill_rounds were drawn (DAPO\'s dynamic sampling; docs/pipeline.md, "Dynamic sampling", says what it '
+        "costs and when it pays)",
     )
     max_refill_rounds: int = Field(
         3, ge=1, le=64, description="dynamic_sampling: most refill rounds per optimizer step"

@@ -16,6 +16,10 @@ third, ``_get_train_sampler``, so that a resumed run sees the data order an unin
   this process's part, overwrite the advantages TRL buffered for its completion table (it only prints them at
   the next log), and record LEAD's own metrics (reward by outcome, lengths of correct and incorrect answers,
   ρ, weights, dropped groups) and the grader's (``grader/timeouts``, ``grader/unparseable``, ...).
+  With ``train.dynamic_sampling`` the step first refills its uninformative groups with further prompts' groups,
+  each round generated and scored by TRL as the first (:mod:`lead.core.dynamic_sampling` decides on the gathered
+  batch, :mod:`lead.training.refill` joins what each process keeps), and the advantages are computed on the batch
+  it trains on.
 * ``_get_train_sampler`` — TRL's ``RepeatSampler`` draws each epoch's order from one generator seeded once, so
   epoch k's order is its (k+1)-th permutation; a run resumed in epoch k >= 1 starts a fresh sampler and would
   train on epoch 0's order again (the Trainer skips the epochs' batches, never the generator's draws).
@@ -304,11 +308,11 @@ class LEADTrainer(GRPOTrainer):
         if not s.dynamic_sampling:
             return rounds
         processes = self.accelerator.num_processes
-        groups = (
-            len(inputs) // G
-        )  # this process's, the same on every process (whole groups: checked at start)
+        # This process's groups: the same number on every process, whole (grpo_config_kwargs refuses other splits).
+        groups = len(inputs) // G
         flags = [~uninformative_groups(rounds[0][1]["rewards"], G)]
-        taken = {self._pool_row.get(row.get("id")) for row in gather_object([x for x in inputs[::G]])}
+        # The step's own prompts (every process's) are not drawn again.
+        taken = {self._pool_row.get(row_id) for row_id in gather_object([x.get("id") for x in inputs[::G]])}
         for round_ in range(1, s.max_refill_rounds + 1):
             deficit = max(dynamic_sampling.deficits(flags, processes, groups))
             share = float(np.concatenate(flags).mean())
