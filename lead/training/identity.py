@@ -20,11 +20,13 @@ from lead.io.fingerprint import code_fingerprint, model_fingerprint, rows_finger
 RUN_FILE = "lead_run.json"  # in the checkpoint folder: the run's identity, MLflow run id and state
 FINAL_COPY = "final"  # in the checkpoint folder: the finished run's model (hard links to the output's files)
 
-# The code that decides what training computes: the rewards, advantages and grader, the model's context
-# (sampling), the training library (the TRL seam, GRPOConfig's table); and the libraries that run it.
+# The code that decides what training computes: the rewards, advantages, dynamic sampling's decisions and the
+# grader, the model's context (sampling), the training library (the TRL seam, GRPOConfig's table); and the
+# libraries that run it.
 TRAINING_CODE = (
     "lead.core.rewards",
     "lead.core.advantages",
+    "lead.core.dynamic_sampling",
     "lead.grading",
     "lead.io.sampling",
     "lead.training",
