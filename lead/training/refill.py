@@ -68,20 +68,23 @@ def join_outputs(
     return joined
 
 
+def _kept_groups(batches: Sequence[dict[str, np.ndarray]], plan: Plan, group_size: int, processes: int):
+    """(round, gathered group index) of every kept group, process after process: the trained batch's order."""
+    for proc, picks in enumerate(plan.picks):
+        for r, i in picks:
+            yield r, proc * (len(batches[r]["rewards"]) // group_size // processes) + i
+
+
 def gathered_batch(
     batches: Sequence[dict[str, np.ndarray]], plan: Plan, group_size: int, processes: int
 ) -> dict[str, np.ndarray]:
     """The gathered arrays (outcome codes, lengths, rewards, truncation) of the kept groups, process after
     process: the order of the gathered batch TRL trains on."""
-    keys = batches[0].keys()
-    picked: dict[str, list[np.ndarray]] = {k: [] for k in keys}
-    for proc, picks in enumerate(plan.picks):
-        for r, i in picks:
-            per_proc = len(batches[r]["rewards"]) // group_size // processes
-            g = proc * per_proc + i
-            for k in keys:
-                picked[k].append(batches[r][k][g * group_size : (g + 1) * group_size])
-    return {k: np.concatenate(v) for k, v in picked.items()}
+    kept = list(_kept_groups(batches, plan, group_size, processes))
+    return {
+        k: np.concatenate([batches[r][k][g * group_size : (g + 1) * group_size] for r, g in kept])
+        for k in batches[0]
+    }
 
 
 def logged_advantages(
@@ -94,11 +97,6 @@ def logged_advantages(
     """The advantage of every completion the step generated, round after round in TRL's gathered order (what
     its completions table buffered): the trained ones' as computed, NaN for the ones the step did not train on."""
     out = [np.full(len(b["rewards"]), np.nan) for b in batches]
-    k = 0
-    for proc, picks in enumerate(plan.picks):
-        for r, i in picks:
-            per_proc = len(batches[r]["rewards"]) // group_size // processes
-            g = proc * per_proc + i
-            out[r][g * group_size : (g + 1) * group_size] = advantages[k : k + group_size]
-            k += group_size
+    for k, (r, g) in enumerate(_kept_groups(batches, plan, group_size, processes)):
+        out[r][g * group_size : (g + 1) * group_size] = advantages[k * group_size : (k + 1) * group_size]
     return np.concatenate(out).tolist()

@@ -250,16 +250,10 @@ class LEADTrainer(GRPOTrainer):
         if self.model.training:
             rounds = self._refill(inputs, rounds)
         G = self.num_generations
-        plan, sampled = None, self._sampling_metrics(rounds)
+        plan = None
         if len(rounds) > 1:
             output, batch, plan = self._join(rounds)
-        unsignalled = float(uninformative_groups(batch["rewards"], G).sum())
-        groups = len(batch["rewards"]) // G
-        sampled["dynamic/tokens_per_informative_group"] = sampled["dynamic/completion_tokens"] / max(
-            groups - unsignalled, 1.0
-        )
-        if s.dynamic_sampling:  # the groups it trains on without a signal: the rounds ran out
-            sampled["dynamic/short_groups"] = unsignalled
+        sampled = self._sampling_metrics(rounds, batch) if self.model.training else {}
         advantages = lead_advantages(
             batch["rewards"],
             self.num_generations,
@@ -291,7 +285,7 @@ class LEADTrainer(GRPOTrainer):
             {
                 **lead_metrics(batch, advantages, self.num_generations),
                 **self._lead_grader,
-                **(sampled if self.model.training else {}),
+                **sampled,
                 "lead/step_seconds": time.perf_counter() - started,
             },
         )
@@ -355,14 +349,22 @@ class LEADTrainer(GRPOTrainer):
         self._lead_rows = {key: [rows[r][key][i] for r, i in refill.rows_of(mine, G)] for key in rows[0]}
         return output, refill.gathered_batch(batches, plan, G, processes), plan
 
-    def _sampling_metrics(self, rounds: list[tuple[Any, Any, Any]]) -> dict[str, float]:
+    def _sampling_metrics(
+        self, rounds: list[tuple[Any, Any, Any]], trained: dict[str, np.ndarray]
+    ) -> dict[str, float]:
         """What the step generated: the informative share of its first batch, the refill rounds, the prompts
-        drawn and the completion tokens of every round (all processes)."""
+        drawn and the completion tokens of every round (all processes), and those tokens per informative group of
+        the ``trained`` batch; with dynamic sampling, the groups it trains on without a signal (rounds ran out)."""
         G = self.num_generations
         batches = [b for _, b, _ in rounds]
+        tokens = float(sum(b["lengths"].sum() for b in batches))
+        unsignalled = float(uninformative_groups(trained["rewards"], G).sum())
         return {
             "dynamic/informative_share": float((~uninformative_groups(batches[0]["rewards"], G)).mean()),
             "dynamic/refill_rounds": float(len(rounds) - 1),
             "dynamic/prompts_drawn": float(sum(len(b["rewards"]) // G for b in batches)),
-            "dynamic/completion_tokens": float(sum(b["lengths"].sum() for b in batches)),
+            "dynamic/completion_tokens": tokens,
+            "dynamic/tokens_per_informative_group": tokens
+            / max(len(trained["rewards"]) // G - unsignalled, 1.0),
+            **({"dynamic/short_groups": unsignalled} if self.lead.dynamic_sampling else {}),
         }
